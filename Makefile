@@ -1,0 +1,26 @@
+.PHONY: setup test lint format dev demo bench
+
+setup:
+	scripts/setup.sh
+
+test:
+	scripts/test.sh
+
+lint: setup
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+
+format: setup
+	.venv/bin/ruff format .
+	.venv/bin/ruff check --fix .
+
+# LangGraph Studio on the graph (langgraph.json); open the printed Studio URL.
+dev: setup
+	LANGSMITH_TRACING=false LANGGRAPH_CLI_NO_ANALYTICS=1 .venv/bin/langgraph dev --no-browser --port $${PORT:-2024}
+
+demo: setup
+	.venv/bin/veriloop demo
+
+bench: setup
+	.venv/bin/python -m benchmarks.verification_overhead
+	.venv/bin/python -m benchmarks.verification_prompt_size

@@ -1,0 +1,76 @@
+"""The graph state: one task's page, plan, history, verdicts, budgets and usage."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, Literal
+
+from typing_extensions import TypedDict
+
+from veriloop.schemas.usage import add_usage
+
+
+class InputState(TypedDict, total=False):
+    """What a client sends for one invocation (one observation of the page)."""
+
+    task_id: str
+    """The task (also the checkpointer thread id)."""
+    session_id: str | None
+    """The client's session, for logs and task recovery."""
+    goal: str
+    """The user's goal in their own words."""
+    url: str
+    """The page URL now."""
+    dom: str
+    """The page's outerHTML as the snapshot script wrote it."""
+    active_element: str | None
+    """Descriptor of the focused element, if the client reported one."""
+    previous_url: str | None
+    """The URL before the last action, if the client reported it."""
+    client_observations: dict[str, Any] | None
+    """ClientObservations dump: what the client witnessed since the last action."""
+    client_verification: dict[str, Any] | None
+    """ClientVerification dump: the client's own check of an expected element."""
+
+
+class State(InputState, total=False):
+    """Everything the graph keeps per task across invocations."""
+
+    page_state: dict[str, Any] | None
+    """BeforeState dump of the current observation, computed once per invocation."""
+    plan: dict[str, Any] | None
+    """Plan dump; None until planning runs."""
+    current_step_index: int
+    """Index of the plan step being worked on."""
+    current_sub_task_index: int
+    """Index of the sub-task being worked on inside the current step (hierarchical plans)."""
+    refined_instruction: str | None
+    """step_refinement's concrete instruction for the current step."""
+    action: dict[str, Any] | None
+    """Action dump chosen by this invocation (None until chosen)."""
+    thought: str
+    """Why this invocation chose its action; for display only."""
+    action_history: Annotated[list[dict[str, Any]], operator.add]
+    """ActionRecord dumps of every action handed to the client, in order."""
+    verification_result: dict[str, Any] | None
+    """VerificationResult dump for the previous action, from this invocation (None when not verified)."""
+    verification_history: Annotated[list[dict[str, Any]], operator.add]
+    """Every VerificationResult dump of the task, in order."""
+    action_fingerprints: Annotated[list[str], operator.add]
+    """Fingerprints of (action, page skeleton) already tried, for loop detection."""
+    correction_attempts: int
+    """Corrections spent on the current step."""
+    tried_strategies: list[str]
+    """Correction strategies already tried on the current step (never offered again unchanged)."""
+    replan_count: int
+    """Replans spent on this task."""
+    plan_validation: dict[str, Any] | None
+    """PlanValidation dump from the last replanning."""
+    replanning_result: dict[str, Any] | None
+    """ReplanningResult dump from the last replanning."""
+    needs_correction: bool
+    """action_generation could not produce a valid action; hand over to correction."""
+    status: Literal["executing", "completed", "failed"]
+    """Task status after this invocation."""
+    usage: Annotated[dict[str, dict[str, Any]], add_usage]
+    """Usage dumps per purpose (planning, refinement, action, verification, correction, replanning, critic)."""

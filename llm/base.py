@@ -1,0 +1,50 @@
+"""The model boundary's contract: messages plus a pydantic schema in, a validated instance plus usage out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from veriloop.schemas.usage import Purpose, Usage
+
+T = TypeVar("T", bound=BaseModel)
+
+Message = dict[str, str]
+"""An OpenAI-style chat message: {"role": "system" | "user" | "assistant", "content": "..."}."""
+
+
+@dataclass(frozen=True)
+class Structured(Generic[T]):
+    """One structured call's validated answer and what it cost."""
+
+    value: T
+    usage: Usage
+
+    def usage_update(self, purpose: Purpose) -> dict[str, dict]:
+        """The ``usage`` state update for this call."""
+        return {purpose: self.usage.model_dump()}
+
+
+class LLMError(Exception):
+    """A structured call produced no usable answer. Never completes a task."""
+
+
+class LLMOutputError(LLMError):
+    """The model answered, but not with valid output for the schema (garbage, refusal, wrong types)."""
+
+
+class LLMUnavailable(LLMError):
+    """The provider could not be reached or kept failing (timeout, connection, 429, 5xx) after retries.
+
+    Propagates out of the graph so a service can answer 503 and leave the task unchanged.
+    """
+
+
+class StructuredLLM(Protocol):
+    """Anything that can make a structured call."""
+
+    def structured(self, purpose: Purpose, messages: list[Message], schema: type[T]) -> Structured[T]:
+        """Ask for one instance of ``schema``; raise LLMOutputError or LLMUnavailable on failure."""
+        ...

@@ -1,0 +1,58 @@
+"""Pydantic models shared by every layer of veriloop."""
+
+from veriloop.schemas.actions import Action, ActionKind, ActionParseError, parse_action
+from veriloop.schemas.api import InteractRequest, InteractResponse, TaskStatus, VerificationSummary
+from veriloop.schemas.observation import BeforeState, ClientObservations, ClientVerification, Observation
+from veriloop.schemas.outputs import (
+    ActionChoice,
+    CorrectionChoice,
+    CorrectionStrategy,
+    CriticReview,
+    PlannedStep,
+    PlanOutput,
+    PlanValidation,
+    RefinedStep,
+    SemanticVerdict,
+)
+from veriloop.schemas.plan import Check, Plan, PlanStep, StepStatus, SubTask
+from veriloop.schemas.records import ActionRecord, ReplanningResult
+from veriloop.schemas.usage import PURPOSES, Purpose, Usage, add_usage, total_usage
+from veriloop.schemas.verification import FailureCategory, VerificationResult
+
+__all__ = [
+    "Action",
+    "ActionChoice",
+    "ActionKind",
+    "ActionParseError",
+    "ActionRecord",
+    "BeforeState",
+    "Check",
+    "ClientObservations",
+    "ClientVerification",
+    "CorrectionChoice",
+    "CorrectionStrategy",
+    "CriticReview",
+    "FailureCategory",
+    "InteractRequest",
+    "InteractResponse",
+    "Observation",
+    "PURPOSES",
+    "Plan",
+    "PlanOutput",
+    "PlanStep",
+    "PlanValidation",
+    "PlannedStep",
+    "Purpose",
+    "RefinedStep",
+    "ReplanningResult",
+    "SemanticVerdict",
+    "StepStatus",
+    "SubTask",
+    "TaskStatus",
+    "Usage",
+    "VerificationResult",
+    "VerificationSummary",
+    "add_usage",
+    "parse_action",
+    "total_usage",
+]

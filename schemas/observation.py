@@ -1,0 +1,55 @@
+"""What a client sends about the page, and the page state recorded when an action is chosen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from veriloop.schemas.base import WireModel
+
+
+class ClientObservations(WireModel):
+    """What the client witnessed between executing the last action and taking this snapshot."""
+
+    did_network_occur: bool | None = Field(default=None, description="fetch/XHR/resource activity happened.")
+    did_dom_mutate: bool | None = Field(default=None, description="A MutationObserver saw DOM mutations.")
+    did_url_change: bool | None = Field(default=None, description="The page URL changed.")
+
+    @property
+    def saw_something(self) -> bool:
+        """True when the client witnessed any change at all."""
+        return bool(self.did_network_occur or self.did_dom_mutate or self.did_url_change)
+
+
+class ClientVerification(WireModel):
+    """The client's own check of an expected element (prediction path)."""
+
+    element_found: bool
+    selector: str | None = None
+    url_changed: bool | None = None
+
+
+class Observation(WireModel):
+    """One snapshot of the page a client sends: the input of one graph invocation."""
+
+    url: str = Field(description="The page URL now.")
+    dom: str = Field(description="The page's outerHTML as written by the snapshot script.")
+    query: str | None = Field(default=None, description="The user's goal (required for a new task).")
+    task_id: str | None = Field(default=None, description="The task this snapshot continues; none starts a task.")
+    session_id: str | None = Field(default=None, description="The client's session (chat thread / tab).")
+    active_element: str | None = Field(default=None, description="Descriptor of the focused element.")
+    client_observations: ClientObservations | None = None
+    client_verification: ClientVerification | None = None
+    previous_url: str | None = Field(default=None, description="The URL before the last action, if known.")
+
+
+class BeforeState(WireModel):
+    """The page as it was when an action was chosen; verification compares the next page against it."""
+
+    url: str
+    dom_hash: str
+    active_element: str | None = None
+    semantic_skeleton: dict[str, Any] | None = Field(
+        default=None, description="Interactive elements and alerts; None when extraction failed."
+    )

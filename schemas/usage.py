@@ -1,0 +1,44 @@
+"""Token usage and cost, accumulated per purpose."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from veriloop.schemas.base import WireModel
+
+Purpose = Literal["planning", "refinement", "action", "verification", "correction", "replanning", "critic"]
+PURPOSES: tuple[str, ...] = Purpose.__args__
+
+
+class Usage(WireModel):
+    """Tokens, cost and calls for one call or an accumulated total."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    calls: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cost_usd=round(self.cost_usd + other.cost_usd, 10),
+            calls=self.calls + other.calls,
+        )
+
+
+def add_usage(left: dict[str, dict] | None, right: dict[str, dict] | None) -> dict[str, dict]:
+    """Merge two ``{purpose: Usage dict}`` maps by adding per purpose (a LangGraph reducer)."""
+    merged = dict(left or {})
+    for purpose, usage in (right or {}).items():
+        total = Usage.model_validate(merged.get(purpose, {})) + Usage.model_validate(usage)
+        merged[purpose] = total.model_dump()
+    return merged
+
+
+def total_usage(by_purpose: dict[str, dict] | None) -> Usage:
+    """The sum over all purposes."""
+    total = Usage()
+    for usage in (by_purpose or {}).values():
+        total = total + Usage.model_validate(usage)
+    return total

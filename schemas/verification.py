@@ -1,0 +1,44 @@
+"""The verification result the engine produces and routers read."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from veriloop.schemas.base import WireModel
+
+FailureCategory = Literal[
+    "no_effect", "element_missing", "wrong_page", "error_message", "blocked_auth", "captcha", "unknown"
+]
+
+
+class VerificationResult(WireModel):
+    """Whether the last action worked and whether the whole goal is done.
+
+    Routers read only the typed flags (``goal_achieved``, ``success``,
+    ``sub_task_completed``, ``impossible``, ``repeated_action``); ``reason``
+    and ``semantic_summary`` are for people.
+    """
+
+    step_index: int = Field(description="Index in the action history of the action verified.")
+    success: bool = Field(description="action_succeeded and confidence >= the success threshold.")
+    confidence: float = Field(ge=0.0, le=1.0)
+    reason: str = Field(description="For logs and display only; never routed on.")
+    action_succeeded: bool = False
+    task_completed: bool = False
+    goal_achieved: bool | None = Field(
+        default=None, description="Set only from a structured verdict; None when no verdict was obtained."
+    )
+    sub_task_completed: bool | None = None
+    semantic_summary: str = Field(default="", description="First 300 characters of the verdict's reason.")
+    observations: list[str] = Field(default_factory=list)
+    failure_category: FailureCategory | None = None
+    impossible: bool = Field(default=False, description="The page shows the task cannot be done.")
+    repeated_action: bool = Field(
+        default=False, description="The same action on an unchanged page fingerprint was seen before in this step."
+    )
+    meaningful_content_change: bool = False
+    url_changed: bool = False
+    client_saw_something: bool = False
+    model_called: bool = Field(default=False, description="Whether a semantic verdict was requested.")

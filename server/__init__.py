@@ -1,0 +1,1 @@
+"""veriloop.server."""

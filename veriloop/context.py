@@ -1,0 +1,60 @@
+"""Run-time settings every node reads through ``runtime.context`` (``Context()`` when none is given)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from typing import Annotated
+
+
+@dataclass(kw_only=True)
+class Context:
+    """Model, thresholds and budgets for one graph invocation.
+
+    A field left at its default takes the environment variable ``VERILOOP_<FIELD>``
+    when set (``VERILOOP_MODEL=gpt-4.1``), so the same graph is configurable
+    from Studio, LangServe (which passes no context) and the CLI.
+    """
+
+    model: Annotated[str, {"__template_metadata__": {"kind": "llm"}}] = field(
+        default="gpt-4.1-mini",
+        metadata={"description": "Chat model name sent to the OpenAI-compatible endpoint."},
+    )
+    base_url: str | None = field(
+        default=None,
+        metadata={"description": "OpenAI-compatible endpoint; None uses OPENAI_BASE_URL or the SDK default."},
+    )
+    llm_timeout_s: float = field(default=60.0, metadata={"description": "Per-call model timeout in seconds."})
+    llm_max_retries: int = field(
+        default=2,
+        metadata={"description": "Retries of transient model errors (timeout, connection, 429, 5xx); the only retry layer."},
+    )
+    success_threshold: float = field(
+        default=0.70, metadata={"description": "success = action_succeeded and confidence >= this."}
+    )
+    goal_threshold: float = field(
+        default=0.70, metadata={"description": "goal_achieved = task_completed and confidence >= this."}
+    )
+    low_confidence_threshold: float = field(
+        default=0.85, metadata={"description": "A completion below this confidence logs 'Low confidence completion'."}
+    )
+    max_corrections_per_step: int = field(
+        default=3, metadata={"description": "Correction attempts on one step before replanning."}
+    )
+    max_replans_per_task: int = field(
+        default=3, metadata={"description": "Replans per task before the task fails."}
+    )
+    max_steps_per_task: int = field(
+        default=40, metadata={"description": "Actions per task before the task fails."}
+    )
+    dom_context_chars: int = field(
+        default=8000, metadata={"description": "Size of the DOM window shown to refinement and action prompts."}
+    )
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            env = os.environ.get(f"VERILOOP_{f.name.upper()}")
+            if env is None or getattr(self, f.name) != f.default:
+                continue
+            kind = type(f.default) if f.default is not None else str
+            setattr(self, f.name, kind(env))
