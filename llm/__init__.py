@@ -1,1 +1,94 @@
-"""veriloop.llm."""
+"""The model boundary: structured calls (messages + pydantic schema -> validated instance + usage).
+
+``get_llm(context)`` builds, once per configuration, the default client on the
+``openai`` SDK. Configuration comes from ``Context`` (model, base_url, timeout,
+retries; each also settable as ``VERILOOP_<FIELD>``) and the environment:
+``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` (OpenAI-compatible servers such as
+vLLM, Ollama, llama.cpp), ``VERILOOP_PRICES``.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+from veriloop.context import Context
+from veriloop.llm.base import (
+    LLMError,
+    LLMOutputError,
+    LLMUnavailable,
+    Message,
+    Structured,
+    StructuredLLM,
+)
+from veriloop.llm.langchain_adapter import LangChainStructuredLLM
+from veriloop.llm.openai_client import OpenAIStructuredLLM
+from veriloop.llm.pricing import PRICES_ENV
+
+PLACEHOLDER_API_KEY = "not-needed"
+"""Sent to a local server (OPENAI_BASE_URL set, no OPENAI_API_KEY): most ignore it, the SDK requires one."""
+
+
+def get_llm(context: Context | None = None) -> OpenAIStructuredLLM:
+    """The structured-call client for ``context`` (cached per model, endpoint, key, timeout, retries, prices).
+
+    Raises LLMUnavailable when no provider is configured at all.
+    """
+    ctx = context or Context()
+    base_url = ctx.base_url or os.environ.get("OPENAI_BASE_URL") or None
+    api_key = os.environ.get("OPENAI_API_KEY") or None
+    if api_key is None:
+        if base_url is None:
+            raise LLMUnavailable(
+                "no model provider configured: set OPENAI_API_KEY to use OpenAI, or OPENAI_BASE_URL "
+                "(or Context(base_url=...)) to use an OpenAI-compatible server such as vLLM, Ollama "
+                "or llama.cpp; choose the model with VERILOOP_MODEL"
+            )
+        api_key = PLACEHOLDER_API_KEY
+    return _cached_llm(
+        ctx.model,
+        base_url,
+        api_key,
+        float(ctx.llm_timeout_s),
+        int(ctx.llm_max_retries),
+        os.environ.get(PRICES_ENV),
+    )
+
+
+@lru_cache(maxsize=32)
+def _cached_llm(
+    model: str,
+    base_url: str | None,
+    api_key: str,
+    timeout_s: float,
+    max_retries: int,
+    prices_env: str | None,
+) -> OpenAIStructuredLLM:
+    # prices_env is only part of the key: the client reads $VERILOOP_PRICES itself.
+    return OpenAIStructuredLLM(
+        model=model,
+        api_key=api_key,
+        base_url=base_url,
+        timeout_s=timeout_s,
+        max_retries=max_retries,
+    )
+
+
+def clear_llm_cache() -> None:
+    """Forget cached clients (after changing the environment, or between tests)."""
+    _cached_llm.cache_clear()
+
+
+__all__ = [
+    "LLMError",
+    "LLMOutputError",
+    "LLMUnavailable",
+    "LangChainStructuredLLM",
+    "Message",
+    "OpenAIStructuredLLM",
+    "PLACEHOLDER_API_KEY",
+    "Structured",
+    "StructuredLLM",
+    "clear_llm_cache",
+    "get_llm",
+]

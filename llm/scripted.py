@@ -1,0 +1,441 @@
+"""A scripted OpenAI-compatible chat server on loopback: the model double for tests and the offline demo.
+
+The real ``openai`` client talks to it through ``OPENAI_BASE_URL``, so the code
+path under test is the production one (request building, retries, timeouts,
+parsing). Answers are scripted per purpose, read from the ``X-Veriloop-Purpose``
+header (or, without it, the json_schema name)::
+
+    with ScriptedModelServer() as server:
+        server.script("verification", SemanticVerdict(...), "not json")  # FIFO queue
+        server.on("action", lambda req: ActionChoice(thought="t", action="click(3)"))
+        server.on(ANY_PURPOSE, playbook)          # catch-all for every other purpose
+        ...  # point OPENAI_BASE_URL at server.base_url
+        assert server.calls("verification") == 2
+
+An answer is a pydantic model (sent as its JSON), a dict (JSON), a str (sent
+raw as the message content: garbage on purpose), :class:`Fail` (an HTTP
+error), :class:`Delay` (answer late), :class:`Refusal` (a model refusal) or
+:class:`Truncated` (cut off by the token limit).
+A request with nothing scripted gets HTTP 400 "no scripted answer for purpose
+X" (the SDK does not retry a 400) and is listed in ``.unscripted``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import socket
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from pydantic import BaseModel
+
+from veriloop.llm.openai_client import PURPOSE_HEADER
+
+ANY_PURPOSE = "*"
+"""Key of the catch-all handler: ``server.on(ANY_PURPOSE, fn)`` answers every purpose without its own script."""
+
+
+@dataclass(frozen=True)
+class Fail:
+    """Answer with an HTTP error (500, 503 and 429 are retried by the SDK; 400 is not).
+
+    ``retry_after_s`` sends a ``retry-after-ms`` header, which the SDK honours
+    instead of its own exponential backoff (keeps retry tests fast).
+    """
+
+    status: int = 500
+    message: str = "scripted failure"
+    retry_after_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Delay:
+    """Wait ``seconds`` before giving ``answer`` (longer than the client timeout -> a timeout)."""
+
+    seconds: float
+    answer: Any
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A model refusal: ``message.refusal`` set, no content."""
+
+    message: str = "I can't help with that."
+
+
+@dataclass(frozen=True)
+class Truncated:
+    """A reply cut off by the token limit: ``content`` with ``finish_reason="length"``."""
+
+    content: str = '{"thought": "'
+
+
+@dataclass(frozen=True)
+class ScriptedRequest:
+    """One request the server received."""
+
+    purpose: str | None
+    schema_name: str | None
+    response_format_type: str | None
+    messages: list[dict[str, Any]]
+    body: dict[str, Any]
+    headers: dict[str, str]
+    """HTTP headers with lower-case names, e.g. ``headers["x-veriloop-purpose"]``."""
+
+    @property
+    def text(self) -> str:
+        """All message contents joined, for assertions on prompt text."""
+        return "\n".join(_content_text(m.get("content")) for m in self.messages)
+
+
+Answer = Any
+Handler = Callable[[ScriptedRequest], Answer]
+
+
+@dataclass
+class _Script:
+    queues: dict[str, deque] = field(default_factory=lambda: defaultdict(deque))
+    handlers: dict[str, Handler] = field(default_factory=dict)
+
+
+class ScriptedModelServer:
+    """An OpenAI-compatible ``/v1/chat/completions`` server with scripted answers, on 127.0.0.1."""
+
+    def __init__(self, *, reject_json_schema: bool = False, port: int = 0) -> None:
+        self.reject_json_schema = reject_json_schema
+        self._address = ("127.0.0.1", port)  # loopback only; port 0 = a free one
+        self._lock = threading.Lock()
+        self._script = _Script()
+        self._requests: list[ScriptedRequest] = []
+        self._unscripted: list[ScriptedRequest] = []
+        self._errors: list[Exception] = []
+        self._stopping = threading.Event()
+        self._connections: set[socket.socket] = set()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> ScriptedModelServer:
+        """Bind a free port and serve in a daemon thread."""
+        if self._httpd is not None:
+            return self
+        self._stopping.clear()
+        httpd = ThreadingHTTPServer(self._address, _make_handler(self))
+        httpd.daemon_threads = True
+        self._httpd = httpd
+        # A short poll interval keeps stop() fast (serve_forever checks for shutdown between polls).
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, args=(0.05,), name="scripted-model-server", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port (delayed answers are abandoned)."""
+        if self._httpd is None:
+            return
+        self._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        # Keep-alive connections would otherwise keep their handler threads (and answers) alive.
+        with self._lock:
+            connections, self._connections = list(self._connections), set()
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> ScriptedModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("ScriptedModelServer is not running; call start()")
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-compatible base URL, e.g. ``http://127.0.0.1:41234/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # -- scripting -------------------------------------------------------------------------
+
+    def script(self, purpose: str, *answers: Answer) -> ScriptedModelServer:
+        """Queue answers for ``purpose``; each request takes the next one."""
+        with self._lock:
+            self._script.queues[purpose].extend(answers)
+        return self
+
+    def on(self, purpose: str, handler: Handler) -> ScriptedModelServer:
+        """Answer ``purpose`` with ``handler(request)`` whenever its queue is empty (``ANY_PURPOSE``: every purpose)."""
+        with self._lock:
+            self._script.handlers[purpose] = handler
+        return self
+
+    def reset(self) -> None:
+        """Forget scripts, handlers and recorded requests."""
+        with self._lock:
+            self._script = _Script()
+            self._requests.clear()
+            self._unscripted.clear()
+            self._errors.clear()
+
+    @property
+    def requests(self) -> list[ScriptedRequest]:
+        """Every request received, in order (a copy)."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def unscripted(self) -> list[ScriptedRequest]:
+        """Requests that found no scripted answer (answered with HTTP 400)."""
+        with self._lock:
+            return list(self._unscripted)
+
+    @property
+    def errors(self) -> list[Exception]:
+        """Exceptions raised by handlers or by unsendable answers (each answered with HTTP 400)."""
+        with self._lock:
+            return list(self._errors)
+
+    def calls(self, purpose: str | None = None) -> int:
+        """How many requests arrived for ``purpose`` (all purposes when None)."""
+        with self._lock:
+            return sum(1 for r in self._requests if purpose is None or r.purpose == purpose)
+
+    def pending(self, purpose: str | None = None) -> int:
+        """Queued answers not yet consumed (for ``purpose`` or in total)."""
+        with self._lock:
+            queues = self._script.queues
+            return sum(len(q) for p, q in queues.items() if purpose is None or p == purpose)
+
+    # -- serving ---------------------------------------------------------------------------
+
+    def _record(self, request: ScriptedRequest) -> None:
+        with self._lock:
+            self._requests.append(request)
+
+    def _next_answer(self, request: ScriptedRequest) -> tuple[bool, Answer]:
+        """(found, answer) for a request: its queue first, then its handler, then the catch-all."""
+        purpose = request.purpose or ""
+        with self._lock:
+            queue = self._script.queues.get(purpose)
+            if queue:
+                return True, queue.popleft()
+            handler = self._script.handlers.get(purpose) or self._script.handlers.get(ANY_PURPOSE)
+            if handler is None:
+                self._unscripted.append(request)
+                return False, None
+        # Outside the lock: a handler may take its time or inspect the server.
+        try:
+            return True, handler(request)
+        except Exception as exc:  # a broken playbook must show up as a clear, non-retried error
+            return True, self._script_error(request, exc)
+
+    def _script_error(self, request: ScriptedRequest, exc: Exception) -> Fail:
+        with self._lock:
+            self._errors.append(exc)
+        return Fail(400, f"scripted answer for purpose {request.purpose!r} failed: {exc!r}")
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep unless the server stops first; True when the full delay elapsed."""
+        return not self._stopping.wait(seconds)
+
+
+def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            super().setup()
+            with server._lock:
+                server._connections.add(self.connection)
+
+        def finish(self) -> None:
+            with server._lock:
+                server._connections.discard(self.connection)
+            with contextlib.suppress(OSError):
+                super().finish()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Stay quiet: tests assert on ``server.requests`` instead."""
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") == "/v1/models":
+                self._send(
+                    200,
+                    {
+                        "object": "list",
+                        "data": [{"id": "scripted", "object": "model", "owned_by": "veriloop"}],
+                    },
+                )
+            else:
+                self._send_error(404, f"no route GET {self.path}")
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            if self.path.rstrip("/") != "/v1/chat/completions":
+                self._send_error(404, f"no route POST {self.path}")
+                return
+            try:
+                body = json.loads(raw or b"{}")
+                if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+                    raise ValueError("body must be a JSON object with a 'messages' list")
+            except ValueError as exc:
+                self._send_error(400, f"malformed chat completion request: {exc}")
+                return
+            request = _parse_request(body, {k.lower(): v for k, v in self.headers.items()})
+            server._record(request)
+            if server.reject_json_schema and request.response_format_type == "json_schema":
+                self._send_error(
+                    400,
+                    "response_format type 'json_schema' is not supported by this server",
+                    param="response_format",
+                )
+                return
+            found, answer = server._next_answer(request)
+            if not found:
+                self._send_error(
+                    400,
+                    f"no scripted answer for purpose {request.purpose!r} (schema {request.schema_name}); "
+                    "script one with .script(purpose, ...) or .on(purpose, fn)",
+                    code="no_scripted_answer",
+                )
+                return
+            self._answer(request, body, answer)
+
+        def _answer(self, request: ScriptedRequest, body: dict, answer: Answer) -> None:
+            while isinstance(answer, Delay):
+                if not server._wait(answer.seconds):
+                    return
+                answer = answer.answer
+            if isinstance(answer, Fail):
+                headers = {}
+                if answer.retry_after_s is not None:
+                    headers["retry-after-ms"] = str(int(answer.retry_after_s * 1000))
+                self._send_error(answer.status, answer.message, headers=headers)
+                return
+            try:
+                payload = _completion(body, request, answer)
+            except TypeError as exc:
+                self._answer(request, body, server._script_error(request, exc))
+                return
+            self._send(200, payload)
+
+        def _send_error(
+            self,
+            status: int,
+            message: str,
+            *,
+            param: str | None = None,
+            code: str | None = None,
+            headers: dict[str, str] | None = None,
+        ) -> None:
+            kind = "server_error" if status >= 500 else "invalid_request_error"
+            error = {"message": message, "type": kind, "param": param, "code": code}
+            self._send(status, {"error": error}, headers)
+
+        def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(payload).encode()
+            try:
+                self.send_response(
+                    status,
+                    HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "",
+                )
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (timeout); nothing to tell it
+
+    return Handler
+
+
+def _parse_request(body: dict, headers: dict[str, str]) -> ScriptedRequest:
+    response_format = body.get("response_format") or {}
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    schema_name = None
+    if kind == "json_schema":
+        schema_name = (response_format.get("json_schema") or {}).get("name")
+    purpose = headers.get(PURPOSE_HEADER.lower()) or schema_name
+    return ScriptedRequest(
+        purpose=purpose,
+        schema_name=schema_name,
+        response_format_type=kind,
+        messages=list(body.get("messages") or []),
+        body=body,
+        headers=headers,
+    )
+
+
+def _completion(body: dict, request: ScriptedRequest, answer: Answer) -> dict:
+    """A chat.completion object carrying ``answer`` with deterministic usage (about 4 characters a token)."""
+    refusal = answer.message if isinstance(answer, Refusal) else None
+    finish_reason = "length" if isinstance(answer, Truncated) else "stop"
+    if isinstance(answer, Truncated):
+        answer = answer.content
+    content = None if refusal is not None else _render(answer)
+    prompt_tokens = _tokens(request.text)
+    completion_tokens = _tokens(content or refusal or "")
+    return {
+        "id": f"chatcmpl-scripted-{time.monotonic_ns()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model") or "scripted",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content, "refusal": refusal},
+                "finish_reason": finish_reason,
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def _render(answer: Answer) -> str:
+    if isinstance(answer, BaseModel):
+        return answer.model_dump_json()
+    if isinstance(answer, str):
+        return answer
+    if isinstance(answer, dict | list):
+        return json.dumps(answer)
+    raise TypeError(f"cannot send a scripted answer of type {type(answer).__name__}")
+
+
+def _tokens(text: str) -> int:
+    return max(1, math.ceil(len(text) / 4))
+
+
+def _content_text(content: Any) -> str:
+    """Message content as text (plain strings or the list-of-parts form)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return ""

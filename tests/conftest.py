@@ -1,0 +1,58 @@
+"""Shared fixtures: the scripted model server, and a guard that keeps tests off real providers."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import fields
+
+import pytest
+
+from veriloop.context import Context
+from veriloop.llm import clear_llm_cache
+from veriloop.llm.pricing import PRICES_ENV
+from veriloop.llm.scripted import ScriptedModelServer
+
+# Captured at import, before any fixture edits the environment: live tests run only with a real key.
+_ORIGINAL_OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY")
+
+# Everything that could point a test at a real provider or change its model settings.
+_MODEL_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", PRICES_ENV) + tuple(
+    f"VERILOOP_{f.name.upper()}" for f in fields(Context)
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _ORIGINAL_OPENAI_API_KEY:
+        return
+    skip = pytest.mark.skip(reason="live: set OPENAI_API_KEY to call a real model provider")
+    for item in items:
+        if "live" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _no_real_provider(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """Unless marked ``live``, a test sees no provider key, endpoint or model settings from the shell."""
+    if request.node.get_closest_marker("live") is None:
+        for name in _MODEL_ENV:
+            monkeypatch.delenv(name, raising=False)
+    clear_llm_cache()
+    yield
+    clear_llm_cache()
+
+
+@pytest.fixture
+def scripted_model(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedModelServer]:
+    """A running ScriptedModelServer that ``get_llm()`` talks to (OPENAI_BASE_URL points at it)."""
+    server = ScriptedModelServer().start()
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    clear_llm_cache()
+    try:
+        yield server
+    finally:
+        server.stop()
+        clear_llm_cache()
