@@ -46,10 +46,16 @@ class State(InputState, total=False):
     """Index of the sub-task being worked on inside the current step (hierarchical plans)."""
     refined_instruction: str | None
     """step_refinement's concrete instruction for the current step."""
+    target_element_id: int | None
+    """The element step_refinement suggests acting on (centres the action prompt's DOM window)."""
     action: dict[str, Any] | None
     """Action dump chosen by this invocation (None until chosen)."""
     thought: str
     """Why this invocation chose its action; for display only."""
+    action_source: Literal["action_generation", "correction", "goal_achieved"] | None
+    """Which node chose this invocation's action (recorded in the action history)."""
+    correction_strategy: str | None
+    """Strategy key correction applied this invocation, e.g. ``alternative_element(170)``; counted by finalize."""
     action_history: Annotated[list[dict[str, Any]], operator.add]
     """ActionRecord dumps of every action handed to the client, in order."""
     verification_result: dict[str, Any] | None

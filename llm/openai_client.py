@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -65,18 +66,17 @@ class OpenAIStructuredLLM:
         self, purpose: Purpose, messages: list[Message], schema: type[T]
     ) -> Structured[T]:
         """Ask for one ``schema`` instance; LLMOutputError for bad output, LLMUnavailable for provider trouble."""
+        started = time.perf_counter()
         with provider_errors(purpose, self.model):
             value, completion = self._call(messages, schema, {PURPOSE_HEADER: purpose})
-        usage = completion.usage
-        return Structured(
-            value=value,
-            usage=usage_for(
-                self.model,
-                usage.prompt_tokens if usage else 0,
-                usage.completion_tokens if usage else 0,
-                self.prices,
-            ),
+        usage = usage_for(
+            self.model,
+            completion.usage.prompt_tokens if completion.usage else 0,
+            completion.usage.completion_tokens if completion.usage else 0,
+            self.prices,
         )
+        usage.latency_ms = round((time.perf_counter() - started) * 1000, 3)
+        return Structured(value=value, usage=usage)
 
     def _call(
         self, messages: list[Message], schema: type[T], headers: dict[str, str]

@@ -17,6 +17,8 @@ class Usage(WireModel):
     output_tokens: int = 0
     cost_usd: float = 0.0
     calls: int = 0
+    latency_ms: float = 0.0
+    """Wall time spent waiting for the model (retries included)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -24,6 +26,7 @@ class Usage(WireModel):
             output_tokens=self.output_tokens + other.output_tokens,
             cost_usd=round(self.cost_usd + other.cost_usd, 10),
             calls=self.calls + other.calls,
+            latency_ms=round(self.latency_ms + other.latency_ms, 3),
         )
 
 

@@ -1,0 +1,231 @@
+"""What the HTTP service costs per step on top of the bare graph, measured side by side in one run.
+
+(a) bare ``graph.invoke`` with InMemorySaver, (b) the service on SQLite,
+(c) the service on PostgreSQL; each with 1 and 20 concurrent clients. The
+model is the scripted loopback server answering instantly; the page is the
+median-size page of the shared HTML corpus (read at run time) with a counter
+button added, so every step is a real verification plus a real next action.
+
+    python -m benchmarks.service_overhead [--steps-per-task 10] [--tasks-1c 6] [--postgres-url URL]
+
+Last line: ``RESULT p50_overhead_ms_sqlite=.. p50_overhead_ms_postgres=.. steps_per_s_sqlite_20c=.. steps_per_s_postgres_20c=..``
+(overhead = service p50 minus bare p50, one client).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import psycopg
+from langgraph.checkpoint.memory import InMemorySaver
+
+from veriloop.graph.builder import build_graph
+from veriloop.graph.io import observation_to_input, state_to_response
+from veriloop.llm.scripted import ANY_PURPOSE, ScriptedModelServer, ScriptedRequest
+from veriloop.schemas.api import InteractRequest
+from veriloop.schemas.outputs import ActionChoice, PlannedStep, PlanOutput, RefinedStep, SemanticVerdict
+from veriloop.schemas.page_contract import ELEMENT_ID_ATTR
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = Path(os.environ.get("VERILOOP_CORPUS_HTML", REPO.parent / "shared" / "corpus" / "html"))
+BUTTON = 1
+
+# One step = (task id or None, step number) -> the answer's task id; timed by the caller.
+Step = Callable[[str | None, int], str]
+
+
+def mid_size_page() -> tuple[str, str]:
+    """(name, html) of the median-size corpus page."""
+    pages = sorted(CORPUS.glob("*.html"), key=lambda p: p.stat().st_size)
+    if not pages:
+        raise SystemExit(f"no corpus pages in {CORPUS} (set VERILOOP_CORPUS_HTML)")
+    chosen = pages[len(pages) // 2]
+    return chosen.name, chosen.read_text(errors="replace")
+
+
+def with_counter(html: str, presses: int) -> str:
+    """The page with a numbered button whose label counts the presses (a real skeleton change per step)."""
+    button = f'<button {ELEMENT_ID_ATTR}="{BUTTON}">Next ({presses})</button>'
+    at = html.lower().find("<body")
+    at = html.find(">", at) + 1 if at >= 0 else 0
+    return html[:at] + button + html[at:]
+
+
+def answer(request: ScriptedRequest) -> object:
+    """Instant answers for every purpose: press the button, never finished."""
+    return {
+        "planning": PlanOutput(steps=[PlannedStep(description="Press Next")] * 50),
+        "refinement": RefinedStep(instruction="Click Next", target_element_id=BUTTON),
+        "action": ActionChoice(thought="next", action=f"click({BUTTON})"),
+        "verification": SemanticVerdict(action_succeeded=True, task_completed=False, confidence=0.9, reason="ok"),
+    }[request.purpose]
+
+
+def observation(html: str, task_id: str | None, n: int) -> dict:
+    body = {"url": f"http://bench.test/page?n={n}", "dom": with_counter(html, n), "clientObservations": {"didDomMutate": n > 0}}
+    if task_id is None:
+        body["query"] = "Press Next ten times"
+    else:
+        body["taskId"] = task_id
+    return body
+
+
+def bare_step(html: str) -> Step:
+    graph = build_graph().compile(checkpointer=InMemorySaver())
+
+    def step(task_id: str | None, n: int) -> str:
+        request = InteractRequest.model_validate(observation(html, task_id, n))
+        tid = task_id or uuid.uuid4().hex
+        graph.invoke(observation_to_input(request, tid, new_task=task_id is None), {"configurable": {"thread_id": tid}})
+        return state_to_response(graph.get_state({"configurable": {"thread_id": tid}}).values).task_id
+
+    return step
+
+
+def http_step(html: str, base_url: str) -> Step:
+    local = threading.local()
+
+    def step(task_id: str | None, n: int) -> str:
+        if not hasattr(local, "client"):
+            local.client = httpx.Client(base_url=base_url, timeout=120)
+        response = local.client.post("/api/agent/interact", json=observation(html, task_id, n))
+        response.raise_for_status()
+        return response.json()["taskId"]
+
+    return step
+
+
+def run(step: Step, clients: int, tasks_per_client: int, steps_per_task: int) -> tuple[list[float], float]:
+    """Per-step latencies (ms) and steps per second with ``clients`` concurrent clients."""
+
+    def client(_: int) -> list[float]:
+        latencies = []
+        for _task in range(tasks_per_client):
+            task_id = None
+            for n in range(steps_per_task):
+                start = time.perf_counter()
+                task_id = step(task_id, n)
+                latencies.append((time.perf_counter() - start) * 1000)
+        return latencies
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        latencies = [ms for per_client in pool.map(client, range(clients)) for ms in per_client]
+    return latencies, len(latencies) / (time.perf_counter() - start)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServiceProcess:
+    """``veriloop.server.main.serve`` in a subprocess, pointed at the scripted model."""
+
+    def __init__(self, database_url: str, model_url: str) -> None:
+        self.port = free_port()
+        env = {**os.environ, "OPENAI_BASE_URL": model_url, "OPENAI_API_KEY": "bench", "LANGSMITH_TRACING": "false"}
+        env.pop("VERILOOP_API_KEYS", None)
+        code = f"from veriloop.server.main import serve; serve('127.0.0.1', {self.port}, 1, {database_url!r})"
+        self.process = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 60
+        while True:
+            if self.process.poll() is not None:
+                raise SystemExit(f"the service on {database_url} exited at start-up")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise SystemExit("the service did not start")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps-per-task", type=int, default=10)
+    parser.add_argument("--tasks-1c", type=int, default=6, help="tasks run by the single client")
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("VERILOOP_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/veriloop_test"),
+    )
+    args = parser.parse_args()
+
+    name, html = mid_size_page()
+    print(f"page: {name} ({len(html.encode()) / 1024:.0f} kB); {os.cpu_count()} CPU(s); model: scripted, instant")
+    model = ScriptedModelServer().start()
+    model.on(ANY_PURPOSE, answer)
+    os.environ.update(OPENAI_BASE_URL=model.base_url, OPENAI_API_KEY="bench")
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    results: dict[tuple[str, int], tuple[float, float, float]] = {}
+    try:
+        with psycopg.connect(args.postgres_url, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        with tempfile.TemporaryDirectory() as tmp:
+            targets = {
+                "bare": lambda: (bare_step(html), None),
+                "sqlite": lambda: _service(html, f"sqlite:///{tmp}/bench.sqlite", model.base_url),
+                "postgres": lambda: _service(html, f"{args.postgres_url}?options=-csearch_path%3D{schema}", model.base_url),
+            }
+            for target, open_target in targets.items():
+                step, service = open_target()
+                try:
+                    run(step, 1, 1, 3)  # warm-up: imports, connections, first plan
+                    for clients, tasks in ((1, args.tasks_1c), (args.clients, 1)):
+                        latencies, rate = run(step, clients, tasks, args.steps_per_task)
+                        p50, p99 = statistics.median(latencies), _percentile(latencies, 99)
+                        results[target, clients] = (p50, p99, rate)
+                        print(f"{target:9s} {clients:2d} client(s): p50 {p50:7.1f} ms  p99 {p99:7.1f} ms  {rate:6.1f} steps/s  ({len(latencies)} steps)")
+                finally:
+                    if service is not None:
+                        service.stop()
+    finally:
+        model.stop()
+        with psycopg.connect(args.postgres_url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    bare = results["bare", 1][0]
+    print(
+        f"RESULT p50_overhead_ms_sqlite={results['sqlite', 1][0] - bare:.1f} "
+        f"p50_overhead_ms_postgres={results['postgres', 1][0] - bare:.1f} "
+        f"steps_per_s_sqlite_20c={results['sqlite', args.clients][2]:.1f} "
+        f"steps_per_s_postgres_20c={results['postgres', args.clients][2]:.1f}"
+    )
+
+
+def _service(html: str, database_url: str, model_url: str) -> tuple[Step, ServiceProcess]:
+    service = ServiceProcess(database_url, model_url)
+    return http_step(html, service.url), service
+
+
+def _percentile(values: list[float], q: int) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+if __name__ == "__main__":
+    main()

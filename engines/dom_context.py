@@ -1,0 +1,161 @@
+"""A bounded window of the page for prompts, centred on the elements that matter (never the whole page)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from lxml import etree
+from lxml import html as lxml_html
+
+from veriloop.schemas.page_contract import ELEMENT_ID_ATTR, HIDDEN_ATTR
+
+# Tags whose content never helps choose an action, and the attributes worth showing the model.
+_NOISE_TAGS = ("script", "style", "noscript", "template", "svg", "canvas", "head", "link", "meta")
+_KEPT_ATTRS = frozenset(
+    {
+        ELEMENT_ID_ATTR,
+        "id",
+        "name",
+        "type",
+        "value",
+        "placeholder",
+        "aria-label",
+        "role",
+        "href",
+        "title",
+        "alt",
+        "for",
+        "checked",
+        "selected",
+        "disabled",
+        "aria-expanded",
+        "aria-checked",
+    }
+)
+_MAX_ANCHORS = 4
+_SPACES = re.compile(r"\s+")
+_WORD = re.compile(r"[a-z0-9]{3,}")
+_STOPWORDS = frozenset(
+    "the and then with for from into onto that this click enter type select open page field button "
+    "form new named name goal step".split()
+)
+
+
+def hint_words(*texts: str | None) -> list[str]:
+    """Distinctive lower-case words of the goal / step text, used to find relevant elements."""
+    seen: dict[str, None] = {}
+    for text in texts:
+        for word in _WORD.findall((text or "").lower()):
+            if word not in _STOPWORDS:
+                seen.setdefault(word, None)
+    return list(seen)
+
+
+def build_dom_context(
+    html: str | bytes,
+    *,
+    focus_ids: Iterable[int | None] = (),
+    hints: Iterable[str] = (),
+    max_chars: int = 8000,
+) -> str:
+    """A compact HTML excerpt of at most ``max_chars`` characters.
+
+    Scripts, styles, hidden elements and unhelpful attributes are dropped.
+    When the rest still exceeds the budget, the excerpt is made of windows
+    centred on the focused elements (``focus_ids``) and on the numbered
+    elements whose text or attributes contain the most ``hints``; windows are
+    cut at tag boundaries and joined with ``...``.
+    """
+    text = _compact(html)
+    if len(text) <= max_chars:
+        return text
+    anchors = _anchor_offsets(text, [i for i in focus_ids if i is not None], list(hints))
+    return _windows(text, anchors or [0], max_chars)
+
+
+def page_element_ids(html: str | bytes) -> frozenset[int]:
+    """The numbers of the page's interactive elements (the ids actions may name)."""
+    root = _parse(html)
+    if root is None:
+        return frozenset()
+    values = root.xpath(f"//@{ELEMENT_ID_ATTR}")
+    return frozenset(int(v) for v in values if v.strip().isdigit())
+
+
+def _parse(html: str | bytes) -> lxml_html.HtmlElement | None:
+    try:
+        return lxml_html.document_fromstring(html)
+    except (etree.ParserError, ValueError):
+        return None
+
+
+def _compact(html: str | bytes) -> str:
+    root = _parse(html)
+    if root is None:
+        return ""
+    for element in root.xpath(f"//*[@{HIDDEN_ATTR}='1']") + root.xpath(
+        "|".join(f"//{tag}" for tag in _NOISE_TAGS)
+    ):
+        parent = element.getparent()
+        if parent is not None:
+            element.drop_tree()
+    for element in root.iter():
+        if not isinstance(element.tag, str):  # comments, processing instructions
+            continue
+        for attr in list(element.attrib):
+            if attr not in _KEPT_ATTRS:
+                del element.attrib[attr]
+        element.text = _squash(element.text)
+        element.tail = _squash(element.tail)
+    etree.strip_tags(root, etree.Comment)
+    body = root.find("body")
+    return etree.tostring(
+        body if body is not None else root, encoding="unicode", method="html"
+    ).strip()
+
+
+def _squash(text: str | None) -> str | None:
+    return None if text is None else (_SPACES.sub(" ", text) if text.strip() else None)
+
+
+def _anchor_offsets(text: str, focus_ids: list[int], hints: list[str]) -> list[int]:
+    """Offsets of the focused elements first, then of the numbered elements matching the most hints."""
+    offsets = [text.find(f'{ELEMENT_ID_ATTR}="{i}"') for i in focus_ids]
+    if hints:
+        scored: list[tuple[int, int]] = []
+        for match in re.finditer(rf'<[^<>]*{ELEMENT_ID_ATTR}="\d+"[^<>]*>[^<]*', text):
+            chunk = match.group(0).lower()
+            score = sum(1 for word in hints if word in chunk)
+            if score:
+                scored.append((-score, match.start()))
+        offsets += [offset for _, offset in sorted(scored)]
+    unique = list(dict.fromkeys(o for o in offsets if o >= 0))
+    return unique[:_MAX_ANCHORS]
+
+
+def _windows(text: str, anchors: list[int], max_chars: int) -> str:
+    separator = "\n...\n"
+    width = max(1, (max_chars - len(separator) * (len(anchors) - 1)) // len(anchors))
+    spans: list[list[int]] = []
+    for anchor in sorted(anchors):
+        start = max(0, min(anchor - width // 2, len(text) - width))
+        end = min(len(text), start + width)
+        if spans and start <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([start, end])
+    parts = [_snap(text, start, end) for start, end in spans]
+    joined = separator.join(p for p in parts if p)
+    return joined[:max_chars]
+
+
+def _snap(text: str, start: int, end: int) -> str:
+    """Cut at tag boundaries so no tag is shown half-written."""
+    if start > 0:
+        next_tag = text.find("<", start, end)
+        start = next_tag if next_tag >= 0 else start
+    if end < len(text):
+        last_close = text.rfind(">", start, end)
+        end = last_close + 1 if last_close >= 0 else end
+    return text[start:end]

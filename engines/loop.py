@@ -1,0 +1,33 @@
+"""Loop memory: a fingerprint of (action, page) so the same action on an unchanged page is noticed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from veriloop.schemas.actions import ActionParseError, parse_action
+from veriloop.schemas.observation import BeforeState
+
+
+def _normalized_action(action: str) -> str:
+    try:
+        return parse_action(action).to_string()
+    except ActionParseError:
+        return " ".join(str(action).split())
+
+
+def _page_identity(page_state: BeforeState) -> str:
+    # The skeleton ignores tickers and ads, so a page that only "ticked" keeps its fingerprint.
+    if page_state.semantic_skeleton is not None:
+        return json.dumps(page_state.semantic_skeleton, sort_keys=True, separators=(",", ":"))
+    return f"hash:{page_state.dom_hash}"
+
+
+def action_fingerprint(action: str, page_state: BeforeState) -> str:
+    """A stable digest of the action (canonical protocol form) and the page it acts on (URL + skeleton).
+
+    ``click( 5 )`` and ``click(5)`` on the same page give the same fingerprint; a changed
+    interactive element or URL gives another.
+    """
+    material = "\n".join((_normalized_action(action), page_state.url, _page_identity(page_state)))
+    return hashlib.sha256(material.encode("utf-8", "replace")).hexdigest()[:32]

@@ -1,0 +1,147 @@
+"""What changed after an action: the page-state capture and the observation list (seed Step 5.2).
+
+One parse of the current page serves both the observation list and the
+``before_state`` of the next action (:attr:`ObservationList.page_state`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+
+from veriloop.engines.skeleton import (
+    diff_skeletons,
+    normalized_bytes,
+    parse_utf8,
+    skeleton_from_tree,
+    to_utf8,
+)
+from veriloop.schemas.observation import BeforeState, ClientObservations
+
+_log = logging.getLogger("veriloop.observation")
+
+URL_UNCHANGED = "URL did not change"
+CONTENT_UPDATED_NO_SKELETON_CHANGE = (
+    "Page content updated (DOM changed; no interactive element changes detected)"
+)
+CONTENT_UNCHANGED_SKELETON = "Page content did not change (no interactive element or alert changes)"
+CONTENT_UPDATED_HASH = "Page content updated (DOM changed)"
+CONTENT_UNCHANGED_HASH = "Page content did not change (DOM hash identical)"
+NETWORK_WITNESSED = "Background network activity detected"
+MUTATION_WITNESSED = "DOM was mutated"
+
+
+def _hash(data: bytes) -> str:
+    return hashlib.sha256(normalized_bytes(data)).hexdigest()
+
+
+def compute_dom_hash(html: str | bytes | None) -> str:
+    """SHA-256 of the page with all whitespace removed: whitespace-only edits keep the hash.
+
+    Text and the same page's bytes in its declared charset hash alike.
+    """
+    return _hash(to_utf8(html))
+
+
+def capture_page_state(
+    url: str, dom: str | bytes | None, active_element: str | None = None
+) -> BeforeState:
+    """The page as an action is chosen on it: URL, DOM hash and skeleton from one parse.
+
+    ``semantic_skeleton`` is None when extraction failed; verification then compares hashes only.
+    """
+    data = to_utf8(dom)
+    try:
+        skeleton = skeleton_from_tree(parse_utf8(data))
+    except (
+        Exception
+    ):  # a skeleton is an optimisation: without one, verification falls back to the hash
+        _log.warning(
+            "semantic skeleton extraction failed; keeping url and dom hash only", exc_info=True
+        )
+        skeleton = None
+    return BeforeState(
+        url=url, dom_hash=_hash(data), active_element=active_element, semantic_skeleton=skeleton
+    )
+
+
+@dataclass
+class ObservationList:
+    """Observations of what an action changed, and the flags verification decides on."""
+
+    observations: list[str]
+    meaningful_content_change: bool
+    url_changed: bool
+    client_saw_something: bool
+    page_state: BeforeState
+    """The current page as a ``before_state`` for the next action (the same parse)."""
+
+
+def _content_observations(
+    before: BeforeState, now: BeforeState, has_dom: bool
+) -> tuple[list[str], bool]:
+    """Skeleton-primary page-content lines and whether the change is meaningful."""
+    hash_changed = before.dom_hash != now.dom_hash
+    if has_dom and before.semantic_skeleton is not None and now.semantic_skeleton is not None:
+        try:
+            lines = diff_skeletons(before.semantic_skeleton, now.semantic_skeleton)
+        except (
+            Exception
+        ):  # any skeleton problem (old or foreign before_state): hash-only, per Step 5.2
+            _log.warning("skeleton diff failed; falling back to the DOM hash", exc_info=True)
+        else:
+            if lines:
+                return lines, True
+            # Tickers and ads change the hash but no interactive element or message: not meaningful.
+            return [
+                CONTENT_UPDATED_NO_SKELETON_CHANGE if hash_changed else CONTENT_UNCHANGED_SKELETON
+            ], False
+    return [CONTENT_UPDATED_HASH if hash_changed else CONTENT_UNCHANGED_HASH], hash_changed
+
+
+def _client_lines(client: ClientObservations | None) -> list[str]:
+    if client is None:
+        return []
+    lines = []
+    if client.did_network_occur:
+        lines.append(NETWORK_WITNESSED)
+    if client.did_dom_mutate:
+        lines.append(MUTATION_WITNESSED)
+    if client.did_url_change is not None:
+        lines.append(
+            f"Extension reported URL changed: {'true' if client.did_url_change else 'false'}"
+        )
+    return lines
+
+
+def build_observation_list(
+    before_state: BeforeState,
+    current_dom: str | bytes | None,
+    current_url: str,
+    client_observations: ClientObservations | None = None,
+    current_active_element: str | None = None,
+) -> ObservationList:
+    """Compare the page now with ``before_state``: URL, skeleton diff (hash fallback), focus, client witness."""
+    now = capture_page_state(current_url, current_dom, current_active_element)
+    url_changed = before_state.url != current_url
+    observations = [
+        f"Navigation occurred: URL changed from {before_state.url} to {current_url}"
+        if url_changed
+        else URL_UNCHANGED
+    ]
+    content, meaningful = _content_observations(before_state, now, bool(current_dom))
+    observations += content
+    # Only a reported focus can have changed; a client that sends none says nothing about focus.
+    if current_active_element is not None and current_active_element != before_state.active_element:
+        observations.append(
+            f"Focus changed from {before_state.active_element or 'nothing'} to {current_active_element}"
+        )
+    observations += _client_lines(client_observations)
+    return ObservationList(
+        observations=observations,
+        meaningful_content_change=meaningful,
+        url_changed=url_changed,
+        client_saw_something=bool(client_observations and client_observations.saw_something),
+        page_state=now,
+    )

@@ -1,0 +1,268 @@
+"""The prediction path, used by correction (not by observation verification): what should an action do,
+do DOM checks confirm it, and how confident is the verdict (seed "Action Type Classification",
+"DOM-Based Checks", "Confidence Calculation").
+
+Navigation and dropdown actions get fixed expected-outcome templates (a model guessing selectors is
+often wrong); generic actions have none here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+from urllib.parse import urlsplit
+
+from lxml import etree
+
+from veriloop.engines.skeleton import parse_html
+from veriloop.schemas.actions import Action, parse_action
+from veriloop.schemas.observation import ClientVerification
+from veriloop.schemas.page_contract import ELEMENT_ID_ATTR
+
+ActionType = Literal["navigation", "dropdown", "generic"]
+
+PREDICTION_SUCCESS_THRESHOLD = 0.70
+CLIENT_FOUND_BONUS = 0.40
+"""Added to the confidence when the client found the expected element."""
+NOT_FOUND_CAP = 0.60
+"""Ceiling when the expected element is missing (client or DOM), unless navigation reached its new URL."""
+NAVIGATION_FLOOR = 0.75
+"""Minimum confidence when a navigation's URL changed as expected."""
+SEMANTIC_OVERRIDE = 0.85
+"""A semantic confidence above this overrides failed DOM checks (the cap still applies)."""
+DOM_WEIGHT = 0.4
+"""Weight of the DOM-check score in the mix with the semantic confidence."""
+
+_BY_ELEMENT_ID = etree.XPath(f"//*[@{ELEMENT_ID_ATTR} = $id]")
+_BY_ID = etree.XPath("//*[@id = $value]")
+_BY_TEST_ID = etree.XPath("//*[@data-testid = $value]")
+_BY_CLASS = etree.XPath(
+    "//*[contains(concat(' ', normalize-space(@class), ' '), concat(' ', $value, ' '))]"
+)
+_BY_TEXT = etree.XPath(
+    "//body//*[contains(normalize-space(.), $value)][not(*[contains(normalize-space(.), $value)])]"
+)
+_BY_ROLE = etree.XPath("//*[@role = $value]")
+_EXPANDED = ("true",)
+
+
+def _target(root: etree._Element | None, element_id: int | None) -> etree._Element | None:
+    if root is None or element_id is None:
+        return None
+    found = _BY_ELEMENT_ID(root, id=str(element_id))
+    return found[0] if found else None
+
+
+def classify_action_type(action: Action | str, dom: str) -> ActionType:
+    """navigate()/goBack() -> navigation; click on aria-haspopup -> dropdown; click on a link -> navigation.
+
+    Raises ActionParseError when ``action`` is not a protocol action.
+    """
+    parsed = parse_action(action) if isinstance(action, str) else action
+    if parsed.kind in ("navigate", "go_back"):
+        return "navigation"
+    if parsed.kind != "click":
+        return "generic"
+    el = _target(parse_html(dom), parsed.element_id)
+    if el is None:
+        return "generic"
+    popup = el.get("aria-haspopup")
+    if popup is not None and popup.strip().lower() != "false":
+        return "dropdown"
+    if el.tag == "a" or el.get("href") is not None or el.get("role") == "link":
+        return "navigation"
+    return "generic"
+
+
+@dataclass(frozen=True)
+class ElementSelector:
+    """How a DOM check finds an element: the first of id, data-testid, class or text that is set."""
+
+    id: str | None = None
+    test_id: str | None = None
+    class_name: str | None = None
+    text: str | None = None
+
+
+@dataclass(frozen=True)
+class DomChanges:
+    """What the DOM should look like after the action."""
+
+    element_should_exist: ElementSelector | None = None
+    element_should_not_exist: ElementSelector | None = None
+    url_should_change: bool | None = None
+    target_expanded: bool = False
+    """The clicked element's aria-expanded becomes "true"."""
+    roles_should_exist: tuple[str, ...] = ()
+    """At least one element with one of these roles appears."""
+
+
+@dataclass(frozen=True)
+class ExpectedOutcome:
+    """A prediction of an action's effect."""
+
+    description: str
+    dom_changes: DomChanges = field(default_factory=DomChanges)
+
+
+NAVIGATION_OUTCOME = ExpectedOutcome(
+    description="The browser navigates to a different page (the URL path or query changes) and it loads.",
+    dom_changes=DomChanges(url_should_change=True),
+)
+DROPDOWN_OUTCOME = ExpectedOutcome(
+    description="A menu or list opens: the clicked element is expanded and menu items or options appear.",
+    dom_changes=DomChanges(
+        target_expanded=True, roles_should_exist=("menu", "menuitem", "listbox", "option")
+    ),
+)
+
+
+def expected_outcome_template(action_type: ActionType) -> ExpectedOutcome | None:
+    """The fixed expectation for navigation and dropdown actions; None for generic actions."""
+    return {"navigation": NAVIGATION_OUTCOME, "dropdown": DROPDOWN_OUTCOME}.get(action_type)
+
+
+# --- DOM checks (on a parsed page) ----------------------------------------------------------
+
+
+def find_elements(root: etree._Element | None, selector: ElementSelector) -> list[etree._Element]:
+    """Elements matching the selector's first set criterion (id, data-testid, class, text)."""
+    if root is None:
+        return []
+    if selector.id is not None:
+        return _BY_ID(root, value=selector.id)
+    if selector.test_id is not None:
+        return _BY_TEST_ID(root, value=selector.test_id)
+    if selector.class_name is not None:
+        return _BY_CLASS(root, value=selector.class_name)
+    if selector.text is not None:
+        return _BY_TEXT(root, value=" ".join(selector.text.split()))
+    return []
+
+
+def element_exists(root: etree._Element | None, selector: ElementSelector) -> bool:
+    return bool(find_elements(root, selector))
+
+
+def element_not_exists(root: etree._Element | None, selector: ElementSelector) -> bool:
+    return not find_elements(root, selector)
+
+
+def element_has_text(root: etree._Element | None, selector: ElementSelector, text: str) -> bool:
+    """Some matching element's whitespace-collapsed text contains ``text``."""
+    wanted = " ".join(text.split())
+    return any(
+        wanted in " ".join("".join(el.itertext()).split()) for el in find_elements(root, selector)
+    )
+
+
+def url_changed_significantly(before_url: str, after_url: str) -> bool:
+    """True when host, path (trailing slash ignored) or query differ; a fragment alone is not a change."""
+    before, after = urlsplit(before_url.strip()), urlsplit(after_url.strip())
+    return (before.netloc.lower(), before.path.rstrip("/"), before.query) != (
+        after.netloc.lower(),
+        after.path.rstrip("/"),
+        after.query,
+    )
+
+
+def is_expanded(element: etree._Element | None) -> bool:
+    return element is not None and (element.get("aria-expanded") or "").strip().lower() in _EXPANDED
+
+
+def roles_exist(root: etree._Element | None, roles: Sequence[str]) -> bool:
+    return root is not None and any(_BY_ROLE(root, value=role) for role in roles)
+
+
+@dataclass(frozen=True)
+class DomCheckReport:
+    """Each DOM check that applied, and their average."""
+
+    checks: dict[str, bool]
+    url_changed: bool
+
+    @property
+    def score(self) -> float | None:
+        """Share of checks that passed; None when no check applied."""
+        return sum(self.checks.values()) / len(self.checks) if self.checks else None
+
+    @property
+    def expected_element_found(self) -> bool | None:
+        return self.checks.get("element_exists")
+
+
+def run_dom_checks(
+    expected: ExpectedOutcome,
+    dom: str,
+    *,
+    before_url: str,
+    after_url: str,
+    target_element_id: int | None = None,
+) -> DomCheckReport:
+    """Run every check ``expected`` asks for against one parse of ``dom`` (no fail-fast)."""
+    root = parse_html(dom)
+    want = expected.dom_changes
+    url_changed = url_changed_significantly(before_url, after_url)
+    checks: dict[str, bool] = {}
+    if want.element_should_exist is not None:
+        checks["element_exists"] = element_exists(root, want.element_should_exist)
+    if want.element_should_not_exist is not None:
+        checks["element_not_exists"] = element_not_exists(root, want.element_should_not_exist)
+    if want.url_should_change is not None:
+        checks["url_changed"] = url_changed == want.url_should_change
+    if want.target_expanded:
+        checks["aria_expanded"] = is_expanded(_target(root, target_element_id))
+    if want.roles_should_exist:
+        checks["roles_exist"] = roles_exist(root, want.roles_should_exist)
+    return DomCheckReport(checks=checks, url_changed=url_changed)
+
+
+# --- confidence -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PredictionVerdict:
+    confidence: float
+    success: bool
+    capped: bool
+    """The not-found ceiling lowered the confidence."""
+
+
+def prediction_confidence(
+    *,
+    semantic_confidence: float,
+    dom_score: float | None,
+    action_type: ActionType,
+    url_changed_as_expected: bool = False,
+    expected_element_found: bool | None = None,
+    client_verification: ClientVerification | None = None,
+    threshold: float = PREDICTION_SUCCESS_THRESHOLD,
+) -> PredictionVerdict:
+    """Combine DOM checks, the semantic confidence and the client's check (seed "Confidence Calculation").
+
+    Weighted mix of DOM score and semantic confidence; a semantic confidence above 0.85 overrides
+    failed DOM checks; a navigation whose URL changed as expected gets at least 0.75; the client
+    finding the expected element adds 0.40; a missing expected element (client or DOM) caps the
+    result at 0.60 unless a navigation's URL changed as expected. Success: confidence >= threshold.
+    """
+    if dom_score is None:
+        confidence = semantic_confidence
+    else:
+        confidence = DOM_WEIGHT * dom_score + (1 - DOM_WEIGHT) * semantic_confidence
+        if semantic_confidence > SEMANTIC_OVERRIDE:
+            confidence = max(confidence, semantic_confidence)
+    navigated = action_type == "navigation" and url_changed_as_expected
+    if navigated:
+        confidence = max(confidence, NAVIGATION_FLOOR)
+    if client_verification is not None and client_verification.element_found:
+        confidence += CLIENT_FOUND_BONUS
+    missing = expected_element_found is False or (
+        client_verification is not None and not client_verification.element_found
+    )
+    # Rounded so that 0.4 * 0.55 + 0.6 * 0.8 is 0.70, not 0.6999999999999998.
+    confidence = round(min(max(confidence, 0.0), 1.0), 6)
+    capped = missing and not navigated and confidence > NOT_FOUND_CAP
+    if capped:
+        confidence = NOT_FOUND_CAP
+    return PredictionVerdict(confidence=confidence, success=confidence >= threshold, capped=capped)

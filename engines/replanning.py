@@ -1,0 +1,82 @@
+"""Replanning: validate the plan against what happened; edit the remaining steps in place, or regenerate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from veriloop.engines.dom_context import hint_words
+from veriloop.engines.planning import plan_steps
+from veriloop.engines.step_context import StepContext, ask
+from veriloop.llm.base import StructuredLLM
+from veriloop.prompts.replanning import replanning_messages
+from veriloop.schemas.outputs import PlannedStep, PlanValidation
+from veriloop.schemas.plan import Plan
+from veriloop.schemas.records import ReplanningResult
+
+ReplanAction = Literal["modify", "regenerate"]
+
+
+@dataclass(frozen=True)
+class ReplanOutcome:
+    """The edited plan (None: regenerate it in planning), where to resume, and the typed results."""
+
+    plan: Plan | None
+    step_index: int
+    validation: PlanValidation
+    result: ReplanningResult
+    usage: dict[str, dict]
+
+
+def determine_replan_action(validation: PlanValidation) -> ReplanAction:
+    """Modify in place or regenerate, from ``minor_modifications_only`` alone (never the change text)."""
+    return "modify" if validation.minor_modifications_only else "regenerate"
+
+
+def modify_remaining_steps(
+    plan: Plan, step_index: int, modified_steps: list[PlannedStep] | None
+) -> Plan:
+    """Keep the steps before ``step_index``; replace the rest with ``modified_steps`` (or retry them as they are)."""
+    if modified_steps:
+        remaining = plan_steps(modified_steps, first_number=step_index + 1)
+    else:
+        remaining = [
+            step.model_copy(update={"status": "pending"}) for step in plan.steps[step_index:]
+        ]
+    return plan.model_copy(update={"steps": [*plan.steps[:step_index], *remaining]})
+
+
+def validate_plan(
+    llm: StructuredLLM, now: StepContext, *, plan: Plan, step_index: int
+) -> tuple[PlanValidation, dict[str, dict]]:
+    """Ask for a PlanValidation; an unusable answer means "not valid, regenerate"."""
+    remaining = plan.steps[step_index:]
+    messages = replanning_messages(
+        now.situation(hints=hint_words(now.goal, remaining[0].description)),
+        done_steps=[f"- {step.description}" for step in plan.steps[:step_index]],
+        remaining_steps=[f"- {step.description}" for step in remaining],
+    )
+    answer = ask(llm, "replanning", messages, PlanValidation)
+    if answer.value is None:
+        unusable = [f"(plan check unusable: {answer.error})"]
+        return PlanValidation(
+            valid=False, minor_modifications_only=False, suggested_changes=unusable
+        ), answer.usage
+    return answer.value, answer.usage
+
+
+def replan(
+    llm: StructuredLLM, now: StepContext, *, plan: Plan | None, step_index: int
+) -> ReplanOutcome:
+    """Validate, then modify the remaining steps or leave planning to generate a new plan."""
+    if plan is None or step_index >= len(plan.steps):
+        validation, usage = PlanValidation(valid=False, minor_modifications_only=False), {}
+    else:
+        validation, usage = validate_plan(llm, now, plan=plan, step_index=step_index)
+    changes = "; ".join(validation.suggested_changes)
+    if plan is not None and determine_replan_action(validation) == "modify":
+        edited = modify_remaining_steps(plan, step_index, validation.modified_steps)
+        result = ReplanningResult(plan_modified=True, reason=changes or "remaining steps kept")
+        return ReplanOutcome(edited, step_index, validation, result, usage)
+    result = ReplanningResult(plan_regenerated=True, reason=changes or "plan regenerated")
+    return ReplanOutcome(None, 0, validation, result, usage)

@@ -1,0 +1,56 @@
+"""What every step engine shares: the step context (goal, page, last verdict, actions) and a guarded model call."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic
+
+from veriloop.engines.dom_context import build_dom_context
+from veriloop.llm.base import LLMOutputError, Message, StructuredLLM, T
+from veriloop.prompts.progress import Situation
+from veriloop.schemas.usage import Purpose
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """The task as a step engine sees it during one invocation."""
+
+    goal: str
+    url: str
+    dom: str
+    verification: Mapping[str, Any] | None = None
+    """This invocation's verdict on the previous action (None when it was not verified)."""
+    history: Sequence[str] = ()
+    """Recent actions with their verdicts, one line each."""
+    max_chars: int = 8000
+    """Budget of the page excerpt shown to the model."""
+
+    def situation(
+        self, *, focus_ids: Iterable[int | None] = (), hints: Iterable[str] = ()
+    ) -> Situation:
+        """The prompt's shared part, with a page excerpt centred on ``focus_ids`` and ``hints``."""
+        excerpt = build_dom_context(
+            self.dom, focus_ids=focus_ids, hints=hints, max_chars=self.max_chars
+        )
+        return Situation(self.goal, self.url, excerpt, self.verification, tuple(self.history))
+
+
+@dataclass(frozen=True)
+class Answer(Generic[T]):
+    """A structured answer, or None with the reason it was unusable; usage is add_usage-shaped."""
+
+    value: T | None
+    usage: dict[str, dict]
+    error: str | None = None
+
+
+def ask(
+    llm: StructuredLLM, purpose: Purpose, messages: list[Message], schema: type[T]
+) -> Answer[T]:
+    """One structured call; unusable output (LLMOutputError) becomes an empty answer, LLMUnavailable propagates."""
+    try:
+        answer = llm.structured(purpose, messages, schema)
+    except LLMOutputError as exc:
+        return Answer(None, {}, str(exc))
+    return Answer(answer.value, answer.usage_update(purpose))

@@ -1,0 +1,59 @@
+"""Task bookkeeping for goal_achieved and finalize: the finish action, status, history record, counters."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from veriloop.schemas.actions import Action
+from veriloop.schemas.api import TaskStatus
+from veriloop.schemas.records import ActionRecord, ActionSource
+
+
+def finish_action(verification: Mapping[str, Any]) -> tuple[Action, str]:
+    """finish() with a description from the verdict's ``semantic_summary`` (never parsed out of ``reason``)."""
+    summary = verification.get("semantic_summary") or "the goal was verified as achieved"
+    return Action(kind="finish"), f"Task complete. {summary}"
+
+
+def task_status(action: Action) -> TaskStatus:
+    """``completed`` after finish(), ``failed`` after fail(), otherwise ``executing``."""
+    return {"finish": "completed", "fail": "failed"}.get(action.kind, "executing")
+
+
+def finalize_update(
+    *,
+    action: Action,
+    thought: str,
+    source: ActionSource,
+    history_length: int,
+    before_state: Mapping[str, Any] | None,
+    plan_step_index: int | None,
+    verified_success: bool,
+    correction_attempts: int,
+    tried_strategies: Sequence[str],
+    correction_strategy: str | None,
+) -> dict[str, Any]:
+    """The state update closing a run: the history record, the status, and the per-step correction counters.
+
+    A verified success starts a fresh correction budget for the next step; a
+    correction strategy counts against the current step and is remembered so
+    it is not offered again.
+    """
+    record = ActionRecord(
+        step_index=history_length,
+        action=str(action),
+        thought=thought,
+        before_state=before_state,
+        plan_step_index=plan_step_index,
+        source=source,
+    )
+    attempts, tried = (0, []) if verified_success else (correction_attempts, list(tried_strategies))
+    if correction_strategy is not None:
+        attempts, tried = attempts + 1, [*tried, correction_strategy]
+    return {
+        "action_history": [record.model_dump()],
+        "status": task_status(action),
+        "correction_attempts": attempts,
+        "tried_strategies": tried,
+    }

@@ -1,0 +1,51 @@
+"""The verified-step graph: one invocation per observation (see docs/graph.md and DESIGN.md)."""
+
+from __future__ import annotations
+
+from langgraph.graph import END, START, StateGraph
+
+from veriloop.context import Context
+from veriloop.graph.routers import (
+    route_after_action_generation,
+    route_after_correction,
+    route_after_replanning,
+    route_after_verification,
+    route_entry,
+)
+from veriloop.graph.state import InputState, State
+from veriloop.nodes.action_generation import action_generation
+from veriloop.nodes.correction import correction
+from veriloop.nodes.finalize import finalize
+from veriloop.nodes.goal_achieved import goal_achieved
+from veriloop.nodes.planning import planning
+from veriloop.nodes.replanning import replanning
+from veriloop.nodes.step_refinement import step_refinement
+from veriloop.nodes.verification import verification
+
+
+def build_graph() -> StateGraph:
+    """The uncompiled graph; compile it with the checkpointer of your choice (thread_id = task id)."""
+    builder = StateGraph(State, context_schema=Context, input_schema=InputState)
+    builder.add_node("planning", planning)
+    builder.add_node("step_refinement", step_refinement)
+    builder.add_node("action_generation", action_generation)
+    builder.add_node("verification", verification)
+    builder.add_node("correction", correction)
+    builder.add_node("replanning", replanning)
+    builder.add_node("goal_achieved", goal_achieved)
+    builder.add_node("finalize", finalize)
+
+    builder.add_conditional_edges(START, route_entry)
+    builder.add_conditional_edges("verification", route_after_verification)
+    builder.add_edge("goal_achieved", "finalize")
+    builder.add_edge("planning", "step_refinement")
+    builder.add_edge("step_refinement", "action_generation")
+    builder.add_conditional_edges("action_generation", route_after_action_generation)
+    builder.add_conditional_edges("correction", route_after_correction)
+    builder.add_conditional_edges("replanning", route_after_replanning)
+    builder.add_edge("finalize", END)
+    return builder
+
+
+# Studio / `langgraph dev` load this (langgraph.json); the platform supplies persistence, so no checkpointer.
+graph = build_graph().compile(name="veriloop")

@@ -1,0 +1,59 @@
+"""Routers: pure functions of typed flags and integer budgets (never reason, thought or notes text)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langgraph.runtime import Runtime
+
+from veriloop.context import Context
+from veriloop.graph.state import State
+from veriloop.nodes.correction import correction_decision
+
+
+def route_entry(state: State) -> Literal["planning", "verification"]:
+    """A previous action with its before_state is verified first; a new task (or no before_state) plans."""
+    actions = state.get("action_history") or []
+    if actions and actions[-1].get("before_state"):
+        return "verification"
+    return "planning"
+
+
+def route_after_verification(
+    state: State, runtime: Runtime[Context]
+) -> Literal["goal_achieved", "planning", "correction"]:
+    """goal_achieved -> finish; a success (no loop, step budget left) -> next step; anything else -> correction."""
+    ctx = runtime.context or Context()
+    verification = state.get("verification_result") or {}
+    if verification.get("goal_achieved") is True:
+        return "goal_achieved"
+    steps_left = len(state.get("action_history") or []) < ctx.max_steps_per_task
+    if (
+        verification.get("success") is True
+        and not verification.get("repeated_action")
+        and steps_left
+    ):
+        return "planning"
+    return "correction"
+
+
+def route_after_action_generation(state: State) -> Literal["finalize", "correction"]:
+    """An action that was rejected twice (bad element id, finish()/fail(), garbage) goes to correction."""
+    return "correction" if state.get("needs_correction") else "finalize"
+
+
+def route_after_correction(
+    state: State, runtime: Runtime[Context]
+) -> Literal["finalize", "replanning"]:
+    """Correction's budget for this step spent (or a loop) -> replanning; a retry or fail() -> finalize."""
+    decision = correction_decision(state, runtime.context or Context())
+    return "replanning" if decision.move == "replan" else "finalize"
+
+
+def route_after_replanning(state: State) -> Literal["planning", "step_refinement"]:
+    """A regenerated plan goes through planning; a plan edited in place resumes at step_refinement."""
+    if (state.get("replanning_result") or {}).get("plan_regenerated"):
+        return "planning"
+    if (state.get("plan_validation") or {}).get("minor_modifications_only"):
+        return "step_refinement"
+    return "planning"

@@ -1,0 +1,42 @@
+"""finalize node: record the action with its before_state, set the status and counters, clear run scratch."""
+
+from __future__ import annotations
+
+from veriloop.engines.task import finalize_update
+from veriloop.graph.io import current_verification
+from veriloop.graph.state import State
+from veriloop.nodes.support import page_state, task_log
+from veriloop.schemas.actions import Action
+
+
+def finalize(state: State) -> dict:
+    """Close the invocation; the client executes the recorded action and sends the next observation."""
+    if not state.get("action"):
+        raise RuntimeError("finalize reached without an action")
+    action = Action.model_validate(state["action"])
+    verification = current_verification(state) or {}
+    update = finalize_update(
+        action=action,
+        thought=state.get("thought", ""),
+        source=state.get("action_source") or "action_generation",
+        history_length=len(state.get("action_history") or []),
+        before_state=page_state(state),
+        plan_step_index=state.get("current_step_index"),
+        verified_success=bool(verification.get("success")),
+        correction_attempts=state.get("correction_attempts", 0),
+        tried_strategies=state.get("tried_strategies") or [],
+        correction_strategy=state.get("correction_strategy"),
+    )
+    task_log(state, "finalize").info(
+        "step %d: %s (status %s)", len(state.get("action_history") or []), action, update["status"]
+    )
+    # Per-run scratch: the next observation brings its own page and choices.
+    return {
+        **update,
+        "page_state": None,
+        "needs_correction": False,
+        "correction_strategy": None,
+        "action_source": None,
+        "refined_instruction": None,
+        "target_element_id": None,
+    }

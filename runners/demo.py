@@ -1,0 +1,137 @@
+"""``veriloop demo``: the agent on the bundled patient-records app, in headless Chromium, judged by the app.
+
+Three goals run one after another on the demo app served on loopback. With
+``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` set, the configured model drives the
+agent; with neither, the scripted playbook does (through the loopback
+OpenAI-compatible server the tests use). Whether a goal was reached is read
+from the app's own data (``GET /api/state``), never from the agent's answer.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from veriloop.context import Context
+from veriloop.llm.scripted import ScriptedModelServer
+from veriloop.runners.agents import InProcessAgent
+from veriloop.runners.browser import ChromiumBrowser
+from veriloop.runners.demo_playbook import ADD_PATIENT, DARK_THEME, SEARCH_PATIENT, DemoPlaybook
+from veriloop.runners.demo_server import DemoAppServer
+from veriloop.runners.loop import RunResult, StepRecord, run_task
+from veriloop.runners.report import write_report
+
+DEMO_GOALS = (ADD_PATIENT, SEARCH_PATIENT, DARK_THEME)
+
+
+def _has_patient_jas(state: dict[str, Any]) -> tuple[bool, str]:
+    names = [p["name"] for p in state["patients"]]
+    found = any(name.strip().lower() == "jas" for name in names)
+    return found, f"patients in the app: {', '.join(names)}"
+
+
+def _searched_maria(state: dict[str, Any]) -> tuple[bool, str]:
+    searches = state["searches"]
+    return any("maria" in q.lower() for q in searches), f"searches the app served: {searches or 'none'}"
+
+
+def _theme_dark(state: dict[str, Any]) -> tuple[bool, str]:
+    theme = state["settings"]["theme"]
+    return theme == "dark", f"theme setting in the app: {theme}"
+
+
+APP_CHECKS: dict[str, Callable[[dict[str, Any]], tuple[bool, str]]] = {
+    ADD_PATIENT: _has_patient_jas,
+    SEARCH_PATIENT: _searched_maria,
+    DARK_THEME: _theme_dark,
+}
+
+
+@dataclass(frozen=True)
+class AppCheck:
+    """The app's own verdict on one goal."""
+
+    goal: str
+    passed: bool
+    detail: str
+
+
+@dataclass
+class DemoResult:
+    runs: list[RunResult] = field(default_factory=list)
+    checks: list[AppCheck] = field(default_factory=list)
+    report: Path | None = None
+    scripted: bool = True
+
+    @property
+    def exit_code(self) -> int:
+        """0 only when the app confirms every goal."""
+        return 0 if self.checks and all(check.passed for check in self.checks) else 1
+
+
+def model_configured() -> bool:
+    """True when the environment names a model provider."""
+    return bool(os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
+
+
+@contextmanager
+def _scripted_model(server: ScriptedModelServer | None) -> Iterator[ScriptedModelServer]:
+    if server is not None:
+        yield server
+        return
+    with DemoPlaybook().install(ScriptedModelServer()) as started:
+        yield started
+
+
+def run_demo(
+    report_dir: str | Path,
+    *,
+    goals: Sequence[str] = DEMO_GOALS,
+    headed: bool = False,
+    model: str | None = None,
+    model_server: ScriptedModelServer | None = None,
+    on_run: Callable[[str], None] | None = None,
+    on_step: Callable[[StepRecord], None] | None = None,
+    on_phase: Callable[[str], None] | None = None,
+    chromium: str | None = None,
+    browser: ChromiumBrowser | None = None,
+) -> DemoResult:
+    """Run the demo goals; ``model_server`` (or, when no provider is configured, the playbook) answers model calls.
+
+    ``browser``: a started browser to use (Playwright's sync API allows one per thread); else one is launched.
+    """
+    result = DemoResult(scripted=model_server is not None or not model_configured())
+    context_args = {"model": model} if model else {}
+    own_browser = nullcontext(browser) if browser else ChromiumBrowser(executable_path=chromium, headless=not headed)
+    with DemoAppServer() as app, own_browser as browser:
+        with _scripted_model(model_server) if result.scripted else nullcontext() as server:
+            if server is not None:
+                context_args["base_url"] = server.base_url
+            agent = InProcessAgent(context=Context(**context_args))
+            for goal in goals:
+                if on_run:
+                    on_run(goal)
+                session = browser.new_session()
+                try:
+                    run = run_task(goal, app.url, session=session, agent=agent, on_step=on_step, on_phase=on_phase,
+                                   session_id="veriloop-demo")
+                finally:
+                    session.close()
+                result.runs.append(run)
+                passed, detail = APP_CHECKS[goal](app_state(app.url))
+                result.checks.append(AppCheck(goal, passed, detail))
+    result.report = write_report(result.runs, report_dir, title="veriloop demo: MediDesk patient records")
+    return result
+
+
+def app_state(base_url: str) -> dict[str, Any]:
+    """The demo app's data, read through its own JSON API."""
+    reply = httpx.get(base_url.rstrip("/") + "/api/state", timeout=10)
+    reply.raise_for_status()
+    return reply.json()

@@ -1,0 +1,180 @@
+"""The FastAPI app: interact API, task recovery and detail, health, LangServe routes.
+
+``create_app(settings)`` builds it; storage opens in the lifespan (schema
+set-up on every start). Errors keep one shape, ``{"detail": "..."}`` (plus
+``taskId``/``status`` when they matter); 422 keeps FastAPI's list of field
+errors and adds a one-line ``message``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from langgraph.graph.state import CompiledStateGraph
+from psycopg_pool import PoolTimeout
+from starlette.types import ASGIApp, Receive, Scope, Send
+from veriloop.graph.builder import build_graph
+from veriloop.llm.base import LLMUnavailable
+from veriloop.schemas.api import (
+    ErrorBody,
+    InteractRequest,
+    InteractResponse,
+    TaskDetail,
+    TaskSummary,
+)
+from veriloop.server.index import TaskIndex
+from veriloop.server.langserve_routes import add_agent_routes
+from veriloop.server.locks import TaskBusy
+from veriloop.server.persistence import open_persistence
+from veriloop.server.service import InvalidField, ServiceError, TaskService
+from veriloop.server.settings import Settings
+from veriloop.server.tenants import current_tenant, warn_if_open
+
+Tenant = Annotated[str, Depends(current_tenant)]
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "Missing or unknown API key."},
+    404: {"model": ErrorBody, "description": "Unknown task (or another tenant's)."},
+    409: {"model": ErrorBody, "description": "Task already completed/failed, stale stepIndex, or busy past the wait."},
+    413: {"model": ErrorBody, "description": "DOM (or body) over the size limit."},
+    503: {"model": ErrorBody, "description": "Model provider down; the task is unchanged: send the same request again after Retry-After."},
+}
+
+
+def compile_graph(checkpointer) -> CompiledStateGraph:
+    """The agent graph with the service's checkpointer (thread id = task id)."""
+    return build_graph().compile(checkpointer=checkpointer, name="veriloop")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The veriloop HTTP service for ``settings`` (default: ``Settings.from_env()``)."""
+    settings = settings or Settings.from_env()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        warn_if_open(settings.api_keys)
+        async with open_persistence(settings) as persistence:
+            graph = compile_graph(persistence.checkpointer)
+            index = TaskIndex(persistence.store)
+            app.state.service = TaskService(graph, index, persistence.locks, max_dom_bytes=settings.max_dom_bytes)
+            yield
+
+    app = FastAPI(
+        title="veriloop",
+        version="0.1.0",
+        summary="A browser agent that verifies every action: send the page, get the next action.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.api_keys = dict(settings.api_keys)
+    _add_routes(app)
+    _add_error_handlers(app, settings)
+    add_agent_routes(app)
+    # Refuse absurd bodies before parsing them; JSON escaping can inflate a DOM several times over.
+    app.add_middleware(BodyLimit, limit=4 * settings.max_dom_bytes + 1_000_000)
+    return app
+
+
+def service(request: Request) -> TaskService:
+    """The app's TaskService (set up in the lifespan)."""
+    return request.app.state.service
+
+
+def _add_routes(app: FastAPI) -> None:
+    @app.post(
+        "/api/agent/interact",
+        response_model=InteractResponse,
+        response_model_exclude_none=True,
+        responses=ERRORS,
+        tags=["agent"],
+    )
+    async def interact(body: InteractRequest, tenant: Tenant, request: Request) -> InteractResponse:
+        """Send one page snapshot; get the next action. No taskId starts a task; with one, the previous action is verified first."""
+        return await service(request).interact(tenant, body)
+
+    @app.get(
+        "/api/session/{session_id}/task/active",
+        response_model=TaskSummary,
+        response_model_exclude_none=True,
+        responses=ERRORS,
+        tags=["tasks"],
+    )
+    async def active_task(
+        session_id: str,
+        tenant: Tenant,
+        request: Request,
+        url: Annotated[str | None, Query(description="The tab's current URL: only tasks on the same origin.")] = None,
+    ) -> TaskSummary:
+        """The session's most recent executing task, for a client that lost its taskId (404: start fresh)."""
+        return await service(request).active_task(tenant, session_id, url)
+
+    @app.get(
+        "/api/tasks/{task_id}",
+        response_model=TaskDetail,
+        response_model_exclude_none=True,
+        responses=ERRORS,
+        tags=["tasks"],
+    )
+    async def task_detail(task_id: str, tenant: Tenant, request: Request) -> TaskDetail:
+        """Status, plan, action history with before-state summaries, verification history, usage and cost."""
+        return await service(request).task_detail(tenant, task_id)
+
+    @app.get("/healthz", tags=["health"])
+    async def healthz(request: Request) -> dict[str, str]:
+        """Liveness plus a round trip to the task index."""
+        await service(request).index.store.aget(("veriloop", "health"), "ping")
+        return {"status": "ok", "database": "postgresql" if request.app.state.settings.is_postgres else "sqlite"}
+
+
+def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
+    retry_after = {"Retry-After": str(settings.retry_after_s)}
+
+    @app.exception_handler(ServiceError)
+    async def service_error(_: Request, exc: ServiceError) -> JSONResponse:
+        if isinstance(exc, InvalidField):
+            errors = [{"loc": ["body", exc.field], "msg": exc.message, "type": "value_error"}]
+            return JSONResponse({"detail": errors, "message": str(exc)}, 422)
+        return JSONResponse(ErrorBody(detail=exc.detail, **exc.extra).to_wire(), exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # Keep loc/msg/type; never echo the input back (it can be a 5 MB DOM).
+        errors = [{k: e[k] for k in ("loc", "msg", "type") if k in e} for e in exc.errors()]
+        message = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}" for e in errors)
+        return JSONResponse({"detail": errors, "message": message or "invalid request"}, 422)
+
+    @app.exception_handler(LLMUnavailable)
+    async def provider_down(_: Request, exc: LLMUnavailable) -> JSONResponse:
+        detail = f"model provider unavailable ({exc}); the task is unchanged: send the same request again"
+        return JSONResponse(ErrorBody(detail=detail).to_wire(), 503, retry_after)
+
+    @app.exception_handler(TaskBusy)
+    async def task_busy(_: Request, exc: TaskBusy) -> JSONResponse:
+        detail = f"another request for this task ran longer than {settings.lock_timeout_s:g} s; send it again"
+        return JSONResponse(ErrorBody(detail=detail).to_wire(), 409, {"Retry-After": "1"})
+
+    @app.exception_handler(PoolTimeout)
+    async def database_busy(_: Request, exc: PoolTimeout) -> JSONResponse:
+        return JSONResponse(ErrorBody(detail=f"database busy ({exc}); send the request again").to_wire(), 503, retry_after)
+
+
+class BodyLimit:
+    """413 for a request whose Content-Length is over ``limit`` (the DOM's own limit is checked after parsing)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            length = dict(scope["headers"]).get(b"content-length", b"0")
+            if length.isdigit() and int(length) > self.limit:
+                body = ErrorBody(detail=f"request body is {int(length)} bytes; the limit is {self.limit} bytes")
+                await JSONResponse(body.to_wire(), 413)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

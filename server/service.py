@@ -1,0 +1,234 @@
+"""The interact service: one observation in, one graph invocation, one answer out; plus task reads.
+
+Framework-free (no FastAPI): the HTTP routes and the LangServe wrapper both
+call :class:`TaskService`, so every client gets the same checks, locks and
+idempotency. Errors are :class:`ServiceError` subclasses carrying their HTTP
+status; ``LLMUnavailable`` propagates (503).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from langgraph.graph.state import CompiledStateGraph
+from veriloop.graph.io import observation_to_input, state_to_response
+from veriloop.schemas.api import (
+    ActionSummary,
+    BeforeStateSummary,
+    InteractRequest,
+    InteractResponse,
+    TaskDetail,
+    TaskSummary,
+)
+from veriloop.schemas.plan import Plan
+from veriloop.schemas.usage import Usage, total_usage
+from veriloop.schemas.verification import VerificationResult
+from veriloop.server.index import TaskEntry, TaskIndex, now
+from veriloop.server.locks import LocalLocks
+
+from veriloop.context import Context
+
+
+class ServiceError(Exception):
+    """An answer other than 200, with its HTTP status."""
+
+    status_code = 400
+
+    def __init__(self, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extra = extra
+
+
+class InvalidField(ServiceError):
+    """A field is valid JSON but unusable (answered like a validation error)."""
+
+    status_code = 422
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class DomTooLarge(ServiceError):
+    status_code = 413
+
+
+class TaskNotFound(ServiceError):
+    status_code = 404
+
+
+class TaskConflict(ServiceError):
+    """The task is finished, busy past the wait, or the request names a step the task is not at."""
+
+    status_code = 409
+
+
+class TaskService:
+    """Runs and reads tasks for any tenant."""
+
+    def __init__(
+        self,
+        graph: CompiledStateGraph,
+        index: TaskIndex,
+        locks: LocalLocks,
+        *,
+        max_dom_bytes: int,
+        context: Callable[[], Context] = Context,
+    ) -> None:
+        self.graph = graph
+        self.index = index
+        self.locks = locks
+        self.max_dom_bytes = max_dom_bytes
+        self.context = context
+
+    # -- interact ---------------------------------------------------------------------------
+
+    async def interact(self, tenant: str, request: InteractRequest) -> InteractResponse:
+        """Verify the previous action (if any) and choose the next one, exactly once per observation."""
+        self._check_dom(request.dom)
+        if request.task_id is None:
+            return await self._start(tenant, request)
+        await self._entry(tenant, request.task_id)  # 404 before queueing on the task's lock
+        async with self.locks.hold(f"task:{request.task_id}"):
+            entry = await self._entry(tenant, request.task_id)  # re-read: the previous holder may have advanced it
+            replay = await self._replay(entry, request)
+            if replay is not None:
+                return replay
+            if entry.status != "executing":
+                raise TaskConflict(
+                    f"task {entry.task_id} is already {entry.status}", task_id=entry.task_id, status=entry.status
+                )
+            if request.step_index is not None and request.step_index != entry.step_index:
+                raise TaskConflict(
+                    f"stepIndex {request.step_index} is stale: task {entry.task_id} is at step {entry.step_index}",
+                    task_id=entry.task_id,
+                    status=entry.status,
+                )
+            return await self._run(tenant, entry.task_id, entry, request)
+
+    async def _start(self, tenant: str, request: InteractRequest) -> InteractResponse:
+        if not (request.query or "").strip():
+            raise InvalidField("query", "a new task (no taskId) needs a non-empty goal")
+        if request.request_id is None:
+            return await self._run(tenant, uuid.uuid4().hex, None, request)
+        async with self.locks.hold(f"new:{tenant}:{request.request_id}"):
+            stored = await self.index.answer(tenant, None, request.request_id)
+            if stored is not None:
+                return stored
+            return await self._run(tenant, uuid.uuid4().hex, None, request)
+
+    async def _replay(self, entry: TaskEntry, request: InteractRequest) -> InteractResponse | None:
+        """The stored answer when ``request`` repeats one already answered."""
+        if request.request_id is not None:
+            stored = await self.index.answer(entry.tenant, entry.task_id, request.request_id)
+            if stored is not None:
+                return stored
+        if request.step_index is not None and request.step_index == entry.step_index - 1:
+            return InteractResponse.model_validate(entry.last_response)
+        return None
+
+    async def _run(self, tenant: str, task_id: str, entry: TaskEntry | None, request: InteractRequest) -> InteractResponse:
+        """One graph invocation from the pinned checkpoint; commit it to the index only if it succeeds."""
+        graph_input = observation_to_input(request, task_id, new_task=entry is None)
+        config = _pinned(task_id, entry.checkpoint_id if entry else None)
+        try:
+            await self.graph.ainvoke(graph_input, config, context=self.context(), durability="exit")
+            snapshot = await self.graph.aget_state(_pinned(task_id, None))
+            response = state_to_response(snapshot.values)
+        except BaseException:
+            await asyncio.shield(self._forget_failed_run(task_id, entry))
+            raise
+        stamp = now()
+        new_entry = TaskEntry(
+            tenant=tenant,
+            task_id=task_id,
+            session_id=snapshot.values.get("session_id"),
+            goal=snapshot.values.get("goal", ""),
+            url=request.url,
+            status=response.status,
+            step_index=response.step_index,
+            checkpoint_id=snapshot.config["configurable"]["checkpoint_id"],
+            created_at=entry.created_at if entry else stamp,
+            updated_at=stamp,
+            last_response=response.to_wire(),
+        )
+        await self.index.record(new_entry, request.task_id, request.request_id)
+        return response
+
+    async def _forget_failed_run(self, task_id: str, entry: TaskEntry | None) -> None:
+        """Leave the checkpointer as it was before a failed run (the index never saw the run)."""
+        if entry is None:
+            await self.graph.checkpointer.adelete_thread(task_id)
+            return
+        head = await self.graph.checkpointer.aget_tuple(_pinned(task_id, None))
+        if head is not None and head.config["configurable"]["checkpoint_id"] != entry.checkpoint_id:
+            # A failed run still saves a checkpoint (its partial writes); put the pinned values back on top.
+            await self.graph.aupdate_state(_pinned(task_id, entry.checkpoint_id), None, as_node="__copy__")
+
+    async def _entry(self, tenant: str, task_id: str) -> TaskEntry:
+        entry = await self.index.get(tenant, task_id)
+        if entry is None:  # unknown, or another tenant's: the same answer
+            raise TaskNotFound(f"unknown task {task_id}", task_id=task_id)
+        return entry
+
+    def _check_dom(self, dom: str) -> None:
+        size = len(dom.encode("utf-8"))
+        if size > self.max_dom_bytes:
+            raise DomTooLarge(f"dom is {size} bytes; the limit is {self.max_dom_bytes} bytes (VERILOOP_MAX_DOM_BYTES)")
+
+    # -- reads ------------------------------------------------------------------------------
+
+    async def active_task(self, tenant: str, session_id: str, url: str | None) -> TaskSummary:
+        """The session's most recent executing task (404: start fresh)."""
+        entry = await self.index.active(tenant, session_id, url)
+        if entry is None:
+            raise TaskNotFound(f"no active task for session {session_id}")
+        return entry.summary()
+
+    async def task_detail(self, tenant: str, task_id: str) -> TaskDetail:
+        """Status, plan, action and verification history, usage and cost of the last answered step."""
+        entry = await self._entry(tenant, task_id)
+        state = (await self.graph.aget_state(_pinned(task_id, entry.checkpoint_id))).values
+        usage = state.get("usage") or {}
+        return TaskDetail(
+            **entry.summary().model_dump(),
+            plan=Plan.model_validate(state["plan"]) if state.get("plan") else None,
+            actions=[_action_summary(record) for record in state.get("action_history") or []],
+            verifications=[VerificationResult.model_validate(v) for v in state.get("verification_history") or []],
+            usage={purpose: Usage.model_validate(u) for purpose, u in usage.items()},
+            total_usage=total_usage(usage),
+        )
+
+
+def _pinned(task_id: str, checkpoint_id: str | None) -> dict[str, Any]:
+    """The graph config of a task (thread id = task id), at ``checkpoint_id`` when given."""
+    configurable = {"thread_id": task_id, "checkpoint_ns": ""}
+    if checkpoint_id is not None:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def _action_summary(record: dict[str, Any]) -> ActionSummary:
+    before = record.get("before_state")
+    summary = None
+    if before:
+        skeleton = before.get("semantic_skeleton")
+        summary = BeforeStateSummary(
+            url=before["url"],
+            dom_hash=before["dom_hash"],
+            active_element=before.get("active_element"),
+            skeleton_elements=len(skeleton.get("elements", [])) if isinstance(skeleton, dict) else None,
+        )
+    return ActionSummary(
+        step_index=record["step_index"],
+        action=record["action"],
+        thought=record.get("thought", ""),
+        source=record.get("source", "action_generation"),
+        plan_step_index=record.get("plan_step_index"),
+        before_state=summary,
+    )

@@ -1,0 +1,64 @@
+"""Service settings, read from the environment (``Settings.from_env()``) or given directly."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from veriloop.server.tenants import load_api_keys
+
+DEFAULT_DATABASE_URL = "sqlite:///veriloop.sqlite"
+"""One SQLite file in the working directory: the embedded default (one process)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Where tasks live, who may call, and the limits of one request."""
+
+    database_url: str = DEFAULT_DATABASE_URL
+    """``sqlite:///path`` (or a bare path) for one file; ``postgresql://...`` for many processes."""
+    api_keys: Mapping[str, str] = field(default_factory=dict)
+    """API key -> tenant. Empty: one local tenant, no authentication."""
+    max_dom_bytes: int = 5_000_000
+    """Larger DOMs answer 413."""
+    retry_after_s: int = 5
+    """Retry-After sent with 503 (model provider down)."""
+    lock_timeout_s: float = 60.0
+    """How long a request waits for another request on the same task before answering 409."""
+    pg_pool_size: int = 8
+    """PostgreSQL connections for checkpoints and the task index (per process)."""
+    pg_lock_connections: int = 24
+    """PostgreSQL connections that may hold task locks at once (per process)."""
+
+    @property
+    def is_postgres(self) -> bool:
+        """True when the database URL names PostgreSQL."""
+        return self.database_url.startswith(("postgresql://", "postgres://"))
+
+    @property
+    def sqlite_path(self) -> str:
+        """The SQLite file of a ``sqlite:///path`` or bare-path URL."""
+        if self.is_postgres:
+            raise ValueError("sqlite_path: the database URL is PostgreSQL")
+        return self.database_url.removeprefix("sqlite:///").removeprefix("sqlite://") or "veriloop.sqlite"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Settings from ``VERILOOP_*`` variables (see docs/service.md)."""
+        env = os.environ if env is None else env
+        defaults = cls()
+        return cls(
+            database_url=env.get("VERILOOP_DATABASE_URL") or defaults.database_url,
+            api_keys=load_api_keys(env.get("VERILOOP_API_KEYS"), _path(env.get("VERILOOP_API_KEYS_FILE"))),
+            max_dom_bytes=int(env.get("VERILOOP_MAX_DOM_BYTES") or defaults.max_dom_bytes),
+            retry_after_s=int(env.get("VERILOOP_RETRY_AFTER_S") or defaults.retry_after_s),
+            lock_timeout_s=float(env.get("VERILOOP_LOCK_TIMEOUT_S") or defaults.lock_timeout_s),
+            pg_pool_size=int(env.get("VERILOOP_PG_POOL_SIZE") or defaults.pg_pool_size),
+            pg_lock_connections=int(env.get("VERILOOP_PG_LOCK_CONNECTIONS") or defaults.pg_lock_connections),
+        )
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None

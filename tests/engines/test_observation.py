@@ -1,0 +1,220 @@
+"""The observation list, rule by rule (seed Step 5.2), and the page-state capture."""
+
+from __future__ import annotations
+
+import pytest
+
+import veriloop.engines.observation as observation
+from veriloop.engines.observation import (
+    build_observation_list,
+    capture_page_state,
+    compute_dom_hash,
+)
+from veriloop.engines.skeleton import extract_semantic_skeleton
+from veriloop.schemas.observation import BeforeState, ClientObservations
+
+URL = "https://clinic.example/patients/new"
+
+
+def before(html: str, url: str = URL, **kwargs) -> BeforeState:
+    return capture_page_state(url, html, **kwargs)
+
+
+# --- hash and capture -----------------------------------------------------------------------
+
+
+def test_dom_hash_ignores_whitespace_only_changes(page):
+    html = page()
+    assert compute_dom_hash(html) == compute_dom_hash(
+        html.replace("\n", "\n\n    ").replace("> <", ">\t<")
+    )
+    assert compute_dom_hash(html) != compute_dom_hash(page(ticker="12:00:02"))
+
+
+def test_dom_hash_of_text_and_of_declared_charset_bytes_agree():
+    html = '<html><head><meta charset="windows-1251"></head><body><p>Привет</p></body></html>'
+    assert compute_dom_hash(html) == compute_dom_hash(html.encode("cp1251"))
+
+
+def test_capture_page_state(page):
+    state = capture_page_state(URL, page(), active_element="input#patient_name")
+    assert state.url == URL
+    assert state.dom_hash == compute_dom_hash(page())
+    assert state.active_element == "input#patient_name"
+    assert state.semantic_skeleton == extract_semantic_skeleton(page())
+
+
+def test_capture_page_state_keeps_hash_when_skeleton_extraction_fails(page, monkeypatch):
+    def broken(root):
+        raise RuntimeError("extractor bug")
+
+    monkeypatch.setattr(observation, "skeleton_from_tree", broken)
+    state = capture_page_state(URL, page())
+    assert state.semantic_skeleton is None
+    assert state.dom_hash == compute_dom_hash(page())
+
+
+def test_one_parse_serves_the_observation_list_and_the_next_before_state(page, monkeypatch):
+    start, parses = before(page()), []
+    real = observation.parse_utf8
+    monkeypatch.setattr(observation, "parse_utf8", lambda data: parses.append(1) or real(data))
+    result = build_observation_list(start, page(button="Saved"), URL)
+    assert len(parses) == 1
+    assert result.page_state == capture_page_state(URL, page(button="Saved"))
+
+
+# --- URL --------------------------------------------------------------------------------------
+
+
+def test_url_change_line(page):
+    result = build_observation_list(before(page()), page(), "https://clinic.example/patients/7")
+    assert result.url_changed is True
+    assert result.observations[0] == (
+        f"Navigation occurred: URL changed from {URL} to https://clinic.example/patients/7"
+    )
+
+
+def test_url_unchanged_line(page):
+    result = build_observation_list(before(page()), page(), URL)
+    assert result.url_changed is False
+    assert result.observations[0] == "URL did not change"
+
+
+# --- page content: skeleton first ---------------------------------------------------------
+
+
+def test_skeleton_diff_lines_are_a_meaningful_change(page):
+    result = build_observation_list(
+        before(page()), page(button="Saved", alert="Patient saved"), URL
+    )
+    assert result.meaningful_content_change is True
+    assert result.observations[1:] == [
+        "New message/alert appeared: 'Patient saved'",
+        "Element '14' changed 'text' from 'Save' to 'Saved'",
+    ]
+
+
+def test_ticker_changes_hash_but_is_not_meaningful(page):
+    start = before(page())
+    ticked = page(ticker="12:00:02", quote="Cut once.")
+    assert compute_dom_hash(ticked) != start.dom_hash
+    result = build_observation_list(start, ticked, URL)
+    assert result.meaningful_content_change is False
+    assert result.observations == [
+        "URL did not change",
+        "Page content updated (DOM changed; no interactive element changes detected)",
+    ]
+
+
+def test_identical_page_did_not_change(page):
+    result = build_observation_list(before(page()), page(), URL)
+    assert result.meaningful_content_change is False
+    assert (
+        result.observations[1]
+        == "Page content did not change (no interactive element or alert changes)"
+    )
+
+
+# --- page content: hash only ----------------------------------------------------------------
+
+
+def without_skeleton(state: BeforeState) -> BeforeState:
+    return state.model_copy(update={"semantic_skeleton": None})
+
+
+def test_hash_only_path_when_before_state_has_no_skeleton(page):
+    result = build_observation_list(without_skeleton(before(page())), page(ticker="12:00:02"), URL)
+    # Without a skeleton any DOM change counts: there is nothing finer to judge by.
+    assert result.meaningful_content_change is True
+    assert result.observations[1] == "Page content updated (DOM changed)"
+
+
+def test_hash_only_path_identical(page):
+    result = build_observation_list(without_skeleton(before(page())), page(), URL)
+    assert result.meaningful_content_change is False
+    assert result.observations[1] == "Page content did not change (DOM hash identical)"
+
+
+@pytest.mark.parametrize(
+    "foreign_skeleton",
+    [
+        {"elements": "not a map", "alerts": {}},
+        {"widgets": []},
+        {"elements": {"a": ["x"]}, "alerts": {}},
+    ],
+)
+def test_skeleton_error_falls_back_to_hash_only(page, foreign_skeleton):
+    # e.g. a before_state written by another version of the extractor and restored from a checkpoint
+    state = before(page()).model_copy(update={"semantic_skeleton": foreign_skeleton})
+    changed = build_observation_list(state, page(button="Saved"), URL)
+    assert changed.observations[1] == "Page content updated (DOM changed)"
+    assert changed.meaningful_content_change is True
+    same = build_observation_list(state, page(), URL)
+    assert same.observations[1] == "Page content did not change (DOM hash identical)"
+    assert same.meaningful_content_change is False
+
+
+def test_current_skeleton_failure_falls_back_to_hash_only(page, monkeypatch):
+    start = before(page())
+    monkeypatch.setattr(observation, "skeleton_from_tree", lambda root: 1 / 0)
+    result = build_observation_list(start, page(ticker="12:00:02"), URL)
+    assert result.observations[1] == "Page content updated (DOM changed)"
+    assert result.page_state.semantic_skeleton is None
+
+
+def test_empty_current_dom_uses_the_hash(page):
+    result = build_observation_list(before(page()), "", URL)
+    assert result.observations[1] == "Page content updated (DOM changed)"
+    assert result.meaningful_content_change is True
+
+
+# --- focus and client witness -----------------------------------------------------------------
+
+
+def test_focus_change_line(page):
+    start = before(page(), active_element="body")
+    result = build_observation_list(
+        start, page(), URL, current_active_element="input[data-veriloop-id=12]"
+    )
+    assert "Focus changed from body to input[data-veriloop-id=12]" in result.observations
+    # Focus alone is not a content change.
+    assert result.meaningful_content_change is False
+
+
+def test_no_focus_line_when_the_client_reports_none(page):
+    result = build_observation_list(before(page(), active_element="body"), page(), URL)
+    assert not any(line.startswith("Focus") for line in result.observations)
+
+
+def test_client_witness_lines(page):
+    client = ClientObservations(did_network_occur=True, did_dom_mutate=True, did_url_change=False)
+    result = build_observation_list(before(page()), page(), URL, client_observations=client)
+    assert result.observations[-3:] == [
+        "Background network activity detected",
+        "DOM was mutated",
+        "Extension reported URL changed: false",
+    ]
+    assert result.client_saw_something is True
+
+
+@pytest.mark.parametrize(
+    ("client", "saw"),
+    [
+        (None, False),
+        (ClientObservations(), False),
+        (
+            ClientObservations(did_network_occur=False, did_dom_mutate=False, did_url_change=False),
+            False,
+        ),
+        (ClientObservations(did_network_occur=True), True),
+        (ClientObservations(did_dom_mutate=True), True),
+        (ClientObservations(did_url_change=True), True),
+    ],
+)
+def test_client_saw_something(page, client, saw):
+    assert (
+        build_observation_list(
+            before(page()), page(), URL, client_observations=client
+        ).client_saw_something
+        is saw
+    )

@@ -1,0 +1,60 @@
+"""The bounded DOM window shown to refinement, action and correction prompts."""
+
+from __future__ import annotations
+
+from veriloop.engines.dom_context import build_dom_context, hint_words, page_element_ids
+
+
+def _big_page(rows: int = 400) -> str:
+    body = "".join(
+        f'<tr><td>Patient {i}</td><td><a href="/patients/{i}" data-veriloop-id="{100 + i}">Open {i}</a></td></tr>'
+        for i in range(rows)
+    )
+    return (
+        "<html><head><script>var secret = 'do not show';</script><style>td{}</style></head><body>"
+        '<button data-veriloop-id="4" class="btn btn-primary" onclick="go()">New patient</button>'
+        f"<table>{body}</table>"
+        '<form><input id="name" data-veriloop-id="5" placeholder="Full name" style="x">'
+        '<button data-veriloop-id="7">Save record</button></form>'
+        '<div data-veriloop-hidden="1"><button data-veriloop-id="9">Hidden delete</button></div>'
+        "</body></html>"
+    )
+
+
+def test_small_page_is_shown_whole_but_compacted(page):
+    context = build_dom_context(page("patients"), max_chars=8000)
+    assert 'data-veriloop-id="4"' in context and "New patient" in context
+    assert "window.analytics" not in context  # scripts dropped
+    assert "font-family" not in context  # styles dropped
+    assert "<title>" not in context  # head dropped
+
+
+def test_large_page_is_bounded_and_centred_on_focus_and_hints():
+    html = _big_page()
+    assert len(html) > 30_000
+    context = build_dom_context(
+        html, focus_ids=[250 + 100], hints=hint_words("Save the record"), max_chars=3000
+    )
+    assert len(context) <= 3000
+    assert 'data-veriloop-id="350"' in context  # the focused element
+    assert 'data-veriloop-id="7"' in context and "Save record" in context  # the hinted element
+    assert 'data-veriloop-id="110"' not in context  # far from both: left out
+    assert "onclick" not in context and "class=" not in context and "style=" not in context
+    assert "Hidden delete" not in context
+
+
+def test_without_anchors_the_window_starts_at_the_top():
+    context = build_dom_context(_big_page(), max_chars=2000)
+    assert len(context) <= 2000
+    assert "New patient" in context
+    assert "Save record" not in context
+
+
+def test_page_element_ids_reads_the_page_contract_attribute(page):
+    assert page_element_ids(page("patient_form")) == {1, 2, 5, 6, 7, 8}
+    assert page_element_ids("") == frozenset()
+    assert build_dom_context("", max_chars=100) == ""
+
+
+def test_hint_words_drop_short_and_common_words():
+    assert hint_words("Click the Save button", "Type Jas") == ["save", "jas"]

@@ -1,0 +1,84 @@
+"""Replanning: modify vs regenerate is read from minor_modifications_only alone."""
+
+from __future__ import annotations
+
+from veriloop.context import Context
+from veriloop.engines.planning import plan_steps
+from veriloop.engines.replanning import determine_replan_action, replan
+from veriloop.engines.step_context import StepContext
+from veriloop.llm import get_llm
+from veriloop.schemas import Plan, PlannedStep, PlanValidation
+
+PLAN = Plan(
+    goal="Add a patient named Jas",
+    steps=plan_steps(
+        [
+            PlannedStep(description="Open form"),
+            PlannedStep(description="Type Jas"),
+            PlannedStep(description="Save"),
+        ]
+    ),
+)
+
+
+def test_determine_replan_action_ignores_the_change_text():
+    minor = PlanValidation(
+        valid=False, minor_modifications_only=True, suggested_changes=["regenerate everything"]
+    )
+    major = PlanValidation(
+        valid=False, minor_modifications_only=False, suggested_changes=["just a minor tweak"]
+    )
+    assert determine_replan_action(minor) == "modify"
+    assert determine_replan_action(major) == "regenerate"
+
+
+def _replan(page, step_index=1):
+    now = StepContext(
+        goal=PLAN.goal,
+        url="http://clinic.test/patients/new",
+        dom=page("patient_form"),
+        verification={"success": False, "confidence": 0.3},
+        history=["1. click(4) -> worked", '2. setValue(5, "Jas") -> failed'],
+    )
+    return replan(get_llm(Context()), now, plan=PLAN, step_index=step_index)
+
+
+def test_minor_modifications_edit_the_remaining_steps_in_place(scripted_model, page):
+    scripted_model.script(
+        "replanning",
+        PlanValidation(
+            valid=False,
+            minor_modifications_only=True,
+            suggested_changes=["click the name field first"],
+            modified_steps=[
+                PlannedStep(description="Focus the name field"),
+                PlannedStep(description="Type Jas and save"),
+            ],
+        ),
+    )
+    outcome = _replan(page)
+    assert outcome.result.plan_modified and not outcome.result.plan_regenerated
+    assert [s.description for s in outcome.plan.steps] == [
+        "Open form",
+        "Focus the name field",
+        "Type Jas and save",
+    ]
+    assert [s.id for s in outcome.plan.steps] == ["step-1", "step-2", "step-3"]
+    assert outcome.step_index == 1 and outcome.usage["replanning"]["calls"] == 1
+    prompt = scripted_model.requests[0].text
+    assert "Remaining steps (the first is the stuck one):\n- Type Jas\n- Save" in prompt
+
+
+def test_anything_else_regenerates(scripted_model, page):
+    scripted_model.script(
+        "replanning", PlanValidation(valid=False, minor_modifications_only=False), "garbage"
+    )
+    regenerated = _replan(page)
+    assert (
+        regenerated.plan is None
+        and regenerated.result.plan_regenerated
+        and regenerated.step_index == 0
+    )
+    unusable = _replan(page)
+    assert unusable.plan is None and unusable.result.plan_regenerated
+    assert not unusable.validation.minor_modifications_only

@@ -1,0 +1,153 @@
+"""Routers over every flag combination; free text never changes a route."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from langgraph.runtime import Runtime
+
+from veriloop.context import Context
+from veriloop.graph.routers import (
+    route_after_action_generation,
+    route_after_correction,
+    route_after_replanning,
+    route_after_verification,
+    route_entry,
+)
+
+RUNTIME = Runtime(context=Context())
+# Text that would fool a router that read prose.
+TEXTS = [
+    {
+        "reason": "task completed successfully",
+        "semantic_summary": "goal achieved",
+        "thought": "done, finish()",
+    },
+    {
+        "reason": "failed, impossible, regenerate the plan",
+        "semantic_summary": "",
+        "thought": "minor tweak only",
+    },
+]
+
+
+def _history(n: int, before_state: bool = True) -> list[dict]:
+    return [
+        {
+            "step_index": i,
+            "action": "click(4)",
+            "before_state": {"url": "u", "dom_hash": "h"} if before_state else None,
+        }
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("history", "expected"),
+    [
+        ([], "planning"),
+        (_history(2), "verification"),
+        (_history(2, before_state=False), "planning"),
+    ],
+)
+def test_route_entry(history, expected):
+    assert route_entry({"action_history": history}) == expected
+
+
+@pytest.mark.parametrize(
+    ("goal_achieved", "success", "repeated", "steps", "text"),
+    list(itertools.product([True, False, None], [True, False], [False, True], [3, 40], TEXTS)),
+)
+def test_route_after_verification(goal_achieved, success, repeated, steps, text):
+    verification = {
+        "step_index": steps - 1,
+        "goal_achieved": goal_achieved,
+        "success": success,
+        "repeated_action": repeated,
+        **text,
+    }
+    route = route_after_verification(
+        {"verification_result": verification, "action_history": _history(steps)}, RUNTIME
+    )
+    if goal_achieved is True:
+        assert route == "goal_achieved"
+    elif success and not repeated and steps < 40:
+        assert route == "planning"
+    else:
+        assert route == "correction"
+
+
+@pytest.mark.parametrize("needs_correction", [True, False, None])
+def test_route_after_action_generation(needs_correction):
+    expected = "correction" if needs_correction else "finalize"
+    assert route_after_action_generation({"needs_correction": needs_correction}) == expected
+
+
+@pytest.mark.parametrize(
+    ("impossible", "repeated", "attempts", "replans", "steps", "text"),
+    list(itertools.product([False, True], [False, True], [0, 2, 3], [0, 3], [5, 40], TEXTS)),
+)
+def test_route_after_correction(impossible, repeated, attempts, replans, steps, text):
+    verification = {
+        "step_index": steps - 1,
+        "success": False,
+        "impossible": impossible,
+        "repeated_action": repeated,
+        **text,
+    }
+    state = {
+        "verification_result": verification,
+        "action_history": _history(steps),
+        "correction_attempts": attempts,
+        "replan_count": replans,
+    }
+    route = route_after_correction(state, RUNTIME)
+    escalate = (repeated or attempts >= 3) and replans < 3 and not impossible and steps < 40
+    assert route == ("replanning" if escalate else "finalize")
+
+
+def test_route_after_correction_ignores_a_stale_verdict():
+    """A verdict from an earlier run (not about the last action) cannot force a replan."""
+    state = {
+        "verification_result": {
+            "step_index": 0,
+            "success": False,
+            "repeated_action": True,
+            "impossible": False,
+        },
+        "action_history": _history(3),
+        "correction_attempts": 0,
+        "replan_count": 0,
+    }
+    assert route_after_correction(state, RUNTIME) == "finalize"
+
+
+def test_route_after_correction_uses_the_context_budgets():
+    state = {
+        "verification_result": {"step_index": 0, "success": False},
+        "action_history": _history(1),
+        "correction_attempts": 1,
+    }
+    assert route_after_correction(state, RUNTIME) == "finalize"
+    assert (
+        route_after_correction(state, Runtime(context=Context(max_corrections_per_step=1)))
+        == "replanning"
+    )
+    assert route_after_correction(state, Runtime(context=None)) == "finalize"
+
+
+@pytest.mark.parametrize(
+    ("regenerated", "minor", "text"),
+    list(itertools.product([True, False, None], [True, False, None], TEXTS)),
+)
+def test_route_after_replanning(regenerated, minor, text):
+    state = {
+        "replanning_result": {"plan_regenerated": regenerated, "reason": text["reason"]},
+        "plan_validation": {
+            "minor_modifications_only": minor,
+            "suggested_changes": [text["thought"]],
+        },
+    }
+    expected = "step_refinement" if (not regenerated and minor) else "planning"
+    assert route_after_replanning(state) == expected

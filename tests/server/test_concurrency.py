@@ -1,0 +1,80 @@
+"""Concurrent requests for one task in one process (SQLite): duplicates make one step, others wait their turn."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from service_testkit import goal, observation, read_head
+
+from veriloop.llm.scripted import Delay
+from veriloop.schemas.outputs import SemanticVerdict
+
+STEP_DONE = SemanticVerdict(action_succeeded=True, task_completed=False, confidence=0.9, reason="pressed")
+
+
+@pytest.fixture
+def api(thread_server, sqlite_settings, playbook):
+    return thread_server(sqlite_settings)
+
+
+def concurrently(send, bodies):
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        return list(pool.map(send, bodies))
+
+
+@pytest.mark.parametrize("retry_key", ["requestId", "stepIndex"])
+def test_concurrent_duplicates_make_one_step_and_get_one_answer(api, scripted_model, sqlite_settings, retry_key):
+    client = api.client()
+    task_id = client.interact(observation(4, 0, query=goal(4, 5))).json()["taskId"]
+    # The first request holds the task for a while; the duplicates arrive meanwhile.
+    scripted_model.script("verification", Delay(0.8, STEP_DONE))
+    key = {"requestId": "press-1"} if retry_key == "requestId" else {"stepIndex": 0}
+    body = observation(4, 1, taskId=task_id, **key)
+
+    responses = concurrently(lambda b: api.client().interact(b), [body] * 5)
+
+    assert [r.status_code for r in responses] == [200] * 5
+    assert len({r.text for r in responses}) == 1, "every duplicate gets the very same answer"
+    assert responses[0].json()["stepIndex"] == 1
+    assert scripted_model.calls("verification") == 1
+    state = read_head(sqlite_settings.database_url, task_id)
+    assert [a["step_index"] for a in state["action_history"]] == [0, 1]
+    assert [v["step_index"] for v in state["verification_history"]] == [0]
+    # A late retry after the fact still gets the stored answer.
+    assert client.interact(body).text == responses[0].text
+
+
+def test_a_second_observation_waits_for_the_first_and_becomes_the_next_step(api, scripted_model, sqlite_settings):
+    client = api.client()
+    task_id = client.interact(observation(4, 0, query=goal(4, 5))).json()["taskId"]
+    scripted_model.script("verification", Delay(0.8, STEP_DONE))
+
+    responses = concurrently(
+        lambda b: api.client().interact(b), [observation(4, 1, taskId=task_id), observation(4, 2, taskId=task_id)]
+    )
+
+    assert sorted(r.json()["stepIndex"] for r in responses) == [1, 2]
+    state = read_head(sqlite_settings.database_url, task_id)
+    assert [a["step_index"] for a in state["action_history"]] == [0, 1, 2]
+    assert [v["step_index"] for v in state["verification_history"]] == [0, 1]
+
+
+def test_waiting_past_the_lock_timeout_answers_409_and_changes_nothing(thread_server, sqlite_settings, playbook, scripted_model):
+    server = thread_server(dataclasses.replace(sqlite_settings, lock_timeout_s=0.3))
+    client = server.client()
+    task_id = client.interact(observation(4, 0, query=goal(4, 5))).json()["taskId"]
+    scripted_model.script("verification", Delay(2.0, STEP_DONE))
+
+    with ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(server.client().interact, observation(4, 1, taskId=task_id, requestId="slow"))
+        while scripted_model.calls("verification") == 0:  # the slow request holds the lock from now on
+            time.sleep(0.01)
+        before = read_head(sqlite_settings.database_url, task_id)
+        busy = client.interact(observation(4, 2, taskId=task_id, requestId="impatient"))
+        assert busy.status_code == 409 and busy.headers["Retry-After"] == "1"
+        assert "send it again" in busy.json()["detail"]
+        assert read_head(sqlite_settings.database_url, task_id) == before
+        assert slow.result().json()["stepIndex"] == 1
