@@ -16,7 +16,6 @@ from __future__ import annotations
 import gc
 import json
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,10 +25,10 @@ import lxml.html
 import typer
 from bs4 import BeautifulSoup
 
-from benchmarks.verification_pairs import DEFAULT_CORPUS, PAGE_URL, load_pairs
+from benchmarks.verification_pairs import DEFAULT_CORPUS, PAGE_URL, RESULTS_DIR, load_pairs
 from veriloop.engines.observation import build_observation_list, capture_page_state
 
-DEFAULT_OUT = Path(tempfile.gettempdir()) / "veriloop-bench" / "verification_overhead.json"
+DEFAULT_OUT = RESULTS_DIR / "verification_overhead.json"
 
 
 def _median_seconds(repeat: int, fn: Callable[..., object], *args: object) -> float:

@@ -19,6 +19,8 @@ from veriloop.engines.skeleton import to_utf8
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "html"
 """``../shared/corpus/html`` relative to the repository."""
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+"""Where the benchmarks write their per-page figures by default (git-ignored)."""
 
 PAGE_URL = "https://corpus.example/page"
 ALERT_TEXT = "Your changes have been saved."
@@ -34,8 +36,6 @@ class PagePair:
     after: str
     mutations: list[str] = field(default_factory=list)
     """Which of button_text, alert, input_value were applied (a page may lack a button or an input)."""
-    mutated_at: int = 0
-    """Character offset of the mutated button in ``after`` (where a DOM window would be centred)."""
 
 
 def _shown(el: lxml.html.HtmlElement) -> bool:
@@ -93,6 +93,5 @@ def load_pairs(corpus: Path) -> list[PagePair]:
         before = lxml.html.tostring(root, encoding="unicode")
         mutations = _mutate(root)
         after = lxml.html.tostring(root, encoding="unicode")
-        mutated_at = max(after.find(">Saved<"), after.find('value="Saved"'), 0)
-        pairs.append(PagePair(path.name, before, after, mutations, mutated_at))
+        pairs.append(PagePair(path.name, before, after, mutations))
     return pairs

@@ -2,8 +2,8 @@
 
 For the same mutated pairs as ``verification_overhead``: the observation-list
 prompt the engine sends, against the alternative with the same instructions,
-goal and action but an 8000-character DOM window (centred on the mutated
-button) in place of the observation list. Sizes in characters and, when the
+goal and action but the 8000-character DOM window the action prompts use
+(``engines.dom_context.build_dom_context``) in place of the observation list. Sizes in characters and, when the
 ``bpe-openai`` package (exact o200k_base tokenizer, vocabulary bundled in the
 wheel, no download) is installed, in tokens; also the page-derived part alone
 (observation list vs DOM window, both inside their page-data delimiters).
@@ -15,20 +15,26 @@ from __future__ import annotations
 
 import json
 import statistics
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from benchmarks.verification_pairs import DEFAULT_CORPUS, PAGE_URL, PagePair, load_pairs
+from benchmarks.verification_pairs import (
+    DEFAULT_CORPUS,
+    PAGE_URL,
+    RESULTS_DIR,
+    PagePair,
+    load_pairs,
+)
 from veriloop.context import Context
+from veriloop.engines.dom_context import build_dom_context, hint_words
 from veriloop.engines.observation import build_observation_list, capture_page_state
 from veriloop.prompts.page_data import page_data
 from veriloop.prompts.verification import VERIFICATION_SYSTEM_PROMPT, verification_user_message
 
-DEFAULT_OUT = Path(tempfile.gettempdir()) / "veriloop-bench" / "verification_prompt_size.json"
+DEFAULT_OUT = RESULTS_DIR / "verification_prompt_size.json"
 GOAL = "Update my profile with the name Jas Smith and save the changes"
 ACTION = "click(14)"
 # Chat framing per message (role, separators) and the reply primer, as OpenAI counts them.
@@ -46,8 +52,8 @@ def _token_counter() -> tuple[str, Callable[[str], int]] | None:
 
 
 def _dom_window(pair: PagePair, chars: int) -> str:
-    start = max(0, min(pair.mutated_at - chars // 2, len(pair.after) - chars))
-    return pair.after[start : start + chars]
+    # The window the action prompts show (scripts, styles, hidden parts and noise attributes dropped).
+    return build_dom_context(pair.after, hints=hint_words(GOAL), max_chars=chars)
 
 
 def _prompt(page_section: str) -> list[str]:

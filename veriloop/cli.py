@@ -24,11 +24,14 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from veriloop.runners.miniwob_cli import eval_app
+
 app = typer.Typer(
     help="veriloop: a browser agent that verifies every action against what actually happened.",
     no_args_is_help=True,
     add_completion=False,
 )
+app.add_typer(eval_app, name="eval")
 console = Console()
 _ROUTINE_OBSERVATIONS = ("URL did not change", "Extension reported URL changed: false")
 
