@@ -24,3 +24,5 @@ demo: setup
 bench: setup
 	.venv/bin/python -m benchmarks.verification_overhead
 	.venv/bin/python -m benchmarks.verification_prompt_size
+	.venv/bin/python -m benchmarks.service_overhead
+	.venv/bin/python -m benchmarks.no_change_detection

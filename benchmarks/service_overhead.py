@@ -36,7 +36,13 @@ from veriloop.graph.builder import build_graph
 from veriloop.graph.io import observation_to_input, state_to_response
 from veriloop.llm.scripted import ANY_PURPOSE, ScriptedModelServer, ScriptedRequest
 from veriloop.schemas.api import InteractRequest
-from veriloop.schemas.outputs import ActionChoice, PlannedStep, PlanOutput, RefinedStep, SemanticVerdict
+from veriloop.schemas.outputs import (
+    ActionChoice,
+    PlannedStep,
+    PlanOutput,
+    RefinedStep,
+    SemanticVerdict,
+)
 from veriloop.schemas.page_contract import ELEMENT_ID_ATTR
 
 REPO = Path(__file__).resolve().parents[1]

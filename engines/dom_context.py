@@ -6,8 +6,8 @@ import re
 from collections.abc import Iterable
 
 from lxml import etree
-from lxml import html as lxml_html
 
+from veriloop.engines.skeleton import parse_html
 from veriloop.schemas.page_contract import ELEMENT_ID_ATTR, HIDDEN_ATTR
 
 # Tags whose content never helps choose an action, and the attributes worth showing the model.
@@ -35,6 +35,8 @@ _KEPT_ATTRS = frozenset(
 )
 _MAX_ANCHORS = 4
 _SPACES = re.compile(r"\s+")
+# Control characters lxml parses but refuses to write back (XML 1.0 forbids them).
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 _WORD = re.compile(r"[a-z0-9]{3,}")
 _STOPWORDS = frozenset(
     "the and then with for from into onto that this click enter type select open page field button "
@@ -76,39 +78,32 @@ def build_dom_context(
 
 def page_element_ids(html: str | bytes) -> frozenset[int]:
     """The numbers of the page's interactive elements (the ids actions may name)."""
-    root = _parse(html)
+    root = parse_html(html)
     if root is None:
         return frozenset()
     values = root.xpath(f"//@{ELEMENT_ID_ATTR}")
     return frozenset(int(v) for v in values if v.strip().isdigit())
 
 
-def _parse(html: str | bytes) -> lxml_html.HtmlElement | None:
-    try:
-        return lxml_html.document_fromstring(html)
-    except (etree.ParserError, ValueError):
-        return None
+_DROPPED = "veriloop-dropped"
+"""A tag name no page uses: hidden elements are renamed to it so one C-level pass removes them with the noise."""
 
 
 def _compact(html: str | bytes) -> str:
-    root = _parse(html)
+    # The engine's one parser: any charset, XML declarations, NUL bytes; comments and PIs already gone.
+    root = parse_html(html)
     if root is None:
         return ""
-    for element in root.xpath(f"//*[@{HIDDEN_ATTR}='1']") + root.xpath(
-        "|".join(f"//{tag}" for tag in _NOISE_TAGS)
-    ):
-        parent = element.getparent()
-        if parent is not None:
-            element.drop_tree()
-    for element in root.iter():
-        if not isinstance(element.tag, str):  # comments, processing instructions
-            continue
+    for element in root.xpath(f"//*[@{HIDDEN_ATTR}='1']"):
+        element.tag = _DROPPED
+    # Subtrees go, their tail text stays (the root itself is never removed).
+    etree.strip_elements(root, _DROPPED, *_NOISE_TAGS, with_tail=False)
+    for element in root.iter(etree.Element):
         for attr in list(element.attrib):
             if attr not in _KEPT_ATTRS:
                 del element.attrib[attr]
         element.text = _squash(element.text)
         element.tail = _squash(element.tail)
-    etree.strip_tags(root, etree.Comment)
     body = root.find("body")
     return etree.tostring(
         body if body is not None else root, encoding="unicode", method="html"
@@ -116,7 +111,9 @@ def _compact(html: str | bytes) -> str:
 
 
 def _squash(text: str | None) -> str | None:
-    return None if text is None else (_SPACES.sub(" ", text) if text.strip() else None)
+    if text is None or not text.strip():
+        return None
+    return _SPACES.sub(" ", _CONTROL.sub("", text))
 
 
 def _anchor_offsets(text: str, focus_ids: list[int], hints: list[str]) -> list[int]:

@@ -2,9 +2,12 @@
 
 A skeleton is a small JSON map of the UI state that matters for judging an
 action: ``{"elements": {key: descriptor}, "alerts": {"0": text, ...}}``.
-Elements are keyed by the snapshot script's element id
-(:data:`~veriloop.schemas.page_contract.ELEMENT_ID_ATTR`), then ``id``, then
-``name``, then ``tag[n]``; elements the browser does not show are left out.
+Interactive elements are the semantic ones (tags, roles, contenteditable) and
+every element the snapshot script numbered
+(:data:`~veriloop.schemas.page_contract.ELEMENT_ID_ATTR`: it numbers what the
+page makes clickable, such as a ``div`` with a pointer cursor). Elements are
+keyed by that id, then ``id``, then ``name``, then ``tag[n]``; elements the
+browser does not show are left out.
 Tickers and ads that change text outside interactive elements leave the
 skeleton unchanged, which is the point.
 """
@@ -141,7 +144,7 @@ def parse_utf8(data: bytes) -> etree._Element | None:
     """Parse UTF-8 HTML leniently; None when there is no document (empty, comments only, unreadable)."""
     if b"\x00" in data:
         data = data.replace(b"\x00", b"")
-    if not data.strip():
+    if not data or data.isspace():  # isspace, unlike strip, copies nothing
         return None
     try:
         return etree.fromstring(data, _parser())
@@ -163,6 +166,7 @@ def parse_html(html: str | bytes | None) -> etree._Element | None:
 _ATTR_NAMES = (
     "role",
     "contenteditable",
+    ELEMENT_ID_ATTR,
     "aria-live",
     "data-toast",
     "hidden",
@@ -299,7 +303,8 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
     if root is None:
         return empty_skeleton()
     hidden_roots = list(root.iter(*_HIDDEN_TAGS))
-    by_role: list[etree._Element] = []
+    # Interactive by role, contenteditable or the snapshot's number; a dict keeps page order once.
+    by_attribute: dict[etree._Element, None] = {}
     alert_candidates: list[etree._Element] = []
     for attr in _attribute_query(_alert_class_tokens(root))(root):
         name, el = attr.attrname, attr.getparent()
@@ -308,12 +313,14 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
                 alert_candidates.append(el)
         elif name == "role":
             if attr in INTERACTIVE_ROLES:
-                by_role.append(el)
+                by_attribute[el] = None
             elif attr in ALERT_ROLES:
                 alert_candidates.append(el)
+        elif name == ELEMENT_ID_ATTR:
+            by_attribute[el] = None
         elif name == "contenteditable":
             if attr != "false":
-                by_role.append(el)
+                by_attribute[el] = None
         elif name == "aria-live":
             if attr != "off":
                 alert_candidates.append(el)
@@ -328,7 +335,7 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
 
     elements: dict[str, dict] = {}
     unkeyed: Counter[str] = Counter()
-    extra = (el for el in by_role if el.tag not in INTERACTIVE_TAGS)
+    extra = (el for el in by_attribute if el.tag not in INTERACTIVE_TAGS)
     for group in (root.iter(*INTERACTIVE_TAGS), extra):
         for el in group:
             if el in hidden:
@@ -437,6 +444,9 @@ def _field_order(field: str) -> tuple[int, str]:
     return (order.index(field) if field in order else len(order), field)
 
 
+_ABSENT = object()
+
+
 def diff_skeletons(before: dict, after: dict, limit: int = 40) -> list[str]:
     """Human-readable changes from ``before`` to ``after``, in a stable order, at most ``limit`` lines
     plus one summary line (``... and 37 more changes``).
@@ -446,19 +456,28 @@ def diff_skeletons(before: dict, after: dict, limit: int = 40) -> list[str]:
     """
     b_elements, b_alerts = _check_shape(before)
     a_elements, a_alerts = _check_shape(after)
-    if b_elements == a_elements and Counter(b_alerts.values()) == Counter(a_alerts.values()):
+    # One pass comparing whole descriptors keeps deepdiff to the few elements that actually changed.
+    changed: list[str] = []
+    appeared: list[str] = []
+    for key, desc in a_elements.items():
+        previous = b_elements.get(key, _ABSENT)
+        if previous is _ABSENT:
+            appeared.append(key)
+        elif previous != desc:
+            changed.append(key)
+    # ``before`` has keys ``after`` lacks only if it has more than the shared ones (usually not).
+    shared = len(a_elements) - len(appeared)
+    gone = [k for k in b_elements if k not in a_elements] if len(b_elements) > shared else []
+    b_texts, a_texts = Counter(b_alerts.values()), Counter(a_alerts.values())
+    if not (changed or appeared or gone) and b_texts == a_texts:
         return []
 
-    new_alerts = Counter(a_alerts.values()) - Counter(b_alerts.values())
-    gone_alerts = Counter(b_alerts.values()) - Counter(a_alerts.values())
     lines = [
-        f"New message/alert appeared: '{text}'" for text in _each(a_alerts.values(), new_alerts)
+        f"New message/alert appeared: '{text}'"
+        for text in _each(a_alerts.values(), a_texts - b_texts)
     ]
-
-    # Comparing whole descriptors first keeps deepdiff to the few elements that actually changed.
-    changed = [k for k, d in a_elements.items() if k in b_elements and b_elements[k] != d]
-    appeared = _touched(a_elements, [k for k in a_elements if k not in b_elements])
-    gone = _touched(b_elements, [k for k in b_elements if k not in a_elements])
+    _touched(a_elements, appeared)
+    _touched(b_elements, gone)
     if changed:
         _touched(a_elements, _touched(b_elements, changed))
         for key, fields in _field_changes(b_elements, a_elements, changed).items():
@@ -468,7 +487,8 @@ def diff_skeletons(before: dict, after: dict, limit: int = 40) -> list[str]:
     lines += [f"New element appeared: {describe_element(k, a_elements[k])}" for k in appeared]
     lines += [f"Element disappeared: {describe_element(k, b_elements[k])}" for k in gone]
     lines += [
-        f"Message/alert disappeared: '{text}'" for text in _each(b_alerts.values(), gone_alerts)
+        f"Message/alert disappeared: '{text}'"
+        for text in _each(b_alerts.values(), b_texts - a_texts)
     ]
 
     if len(lines) > limit:

@@ -261,6 +261,9 @@ class ScriptedModelServer:
 def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in separate writes; without TCP_NODELAY, Nagle plus delayed ACK
+        # add ~40 ms to every keep-alive answer.
+        disable_nagle_algorithm = True
 
         def setup(self) -> None:
             super().setup()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field
+
 from veriloop.schemas.base import WireModel
 from veriloop.schemas.observation import Observation
 from veriloop.schemas.plan import Plan

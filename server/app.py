@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from langgraph.graph.state import CompiledStateGraph
 from psycopg_pool import PoolTimeout
 from starlette.types import ASGIApp, Receive, Scope, Send
+
 from veriloop.graph.builder import build_graph
 from veriloop.llm.base import LLMUnavailable
 from veriloop.schemas.api import (
@@ -42,6 +43,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "Unknown task (or another tenant's)."},
     409: {"model": ErrorBody, "description": "Task already completed/failed, stale stepIndex, or busy past the wait."},
     413: {"model": ErrorBody, "description": "DOM (or body) over the size limit."},
+    500: {"model": ErrorBody, "description": "The step failed unexpectedly; the task is unchanged: send the same request again."},
     503: {"model": ErrorBody, "description": "Model provider down; the task is unchanged: send the same request again after Retry-After."},
 }
 

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from langgraph.store.base import BaseStore, PutOp
 from pydantic import BaseModel
+
 from veriloop.schemas.api import InteractResponse, TaskStatus, TaskSummary
 
 ACTIVE_SEARCH_LIMIT = 200

@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langserve import add_routes
+
 from veriloop.schemas.api import InteractRequest, InteractResponse
 from veriloop.server.tenants import current_tenant, request_api_key, tenant_for
 

@@ -6,6 +6,7 @@ import os
 
 import uvicorn
 from fastapi import FastAPI
+
 from veriloop.server.app import create_app
 from veriloop.server.settings import Settings
 

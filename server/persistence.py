@@ -8,6 +8,7 @@ Schema set-up runs on every start (idempotent).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -19,13 +20,16 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.store.base import BaseStore
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from langgraph.store.sqlite.aio import AsyncSqliteStore
+from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
+
 from veriloop.server.locks import LocalLocks, PostgresLocks, advisory_key
 from veriloop.server.settings import Settings
 
 SETUP_LOCK = "veriloop:schema-setup"
 """Advisory lock that keeps processes starting together from racing through the migrations."""
+SETUP_POLL_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -67,13 +71,23 @@ async def _postgres(settings: Settings) -> AsyncIterator[Persistence]:
         await pool.wait(timeout=30)
         saver = AsyncPostgresSaver(pool)
         store = AsyncPostgresStore(pool)
-        # A session lock, not a transaction: the checkpointer's migrations CREATE INDEX CONCURRENTLY,
-        # which waits for every open transaction, ours included.
         async with lock_pool.connection() as conn:
-            await conn.execute("SELECT pg_advisory_lock(%s)", (advisory_key(SETUP_LOCK),))
+            await _take_setup_lock(conn)
             try:
                 await saver.setup()
                 await store.setup()
             finally:
                 await conn.execute("SELECT pg_advisory_unlock(%s)", (advisory_key(SETUP_LOCK),))
         yield Persistence(saver, store, PostgresLocks(lock_pool, settings.lock_timeout_s))
+
+
+async def _take_setup_lock(conn: AsyncConnection) -> None:
+    """Poll a session advisory lock instead of blocking on it.
+
+    The checkpointer's migrations run CREATE INDEX CONCURRENTLY, which waits for
+    every transaction in progress; a process blocked in pg_advisory_lock is one,
+    and it waits for the process running the migration: a deadlock. Short polls
+    leave no transaction waiting.
+    """
+    while not (await (await conn.execute("SELECT pg_try_advisory_lock(%s)", (advisory_key(SETUP_LOCK),))).fetchone())[0]:
+        await asyncio.sleep(SETUP_POLL_S)

@@ -9,12 +9,16 @@ status; ``LLMUnavailable`` propagates (503).
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
+
+from veriloop.context import Context
 from veriloop.graph.io import observation_to_input, state_to_response
+from veriloop.llm.base import LLMUnavailable
 from veriloop.schemas.api import (
     ActionSummary,
     BeforeStateSummary,
@@ -29,7 +33,7 @@ from veriloop.schemas.verification import VerificationResult
 from veriloop.server.index import TaskEntry, TaskIndex, now
 from veriloop.server.locks import LocalLocks
 
-from veriloop.context import Context
+log = logging.getLogger("veriloop.server")
 
 
 class ServiceError(Exception):
@@ -55,17 +59,27 @@ class InvalidField(ServiceError):
 
 
 class DomTooLarge(ServiceError):
+    """The DOM is over the configured limit."""
+
     status_code = 413
 
 
 class TaskNotFound(ServiceError):
+    """No such task for this tenant (unknown, or another tenant's)."""
+
     status_code = 404
 
 
 class TaskConflict(ServiceError):
-    """The task is finished, busy past the wait, or the request names a step the task is not at."""
+    """The task is finished, or the request names a step the task is not at."""
 
     status_code = 409
+
+
+class StepFailed(ServiceError):
+    """An unexpected error inside a run; the task is unchanged."""
+
+    status_code = 500
 
 
 class TaskService:
@@ -133,31 +147,40 @@ class TaskService:
         return None
 
     async def _run(self, tenant: str, task_id: str, entry: TaskEntry | None, request: InteractRequest) -> InteractResponse:
-        """One graph invocation from the pinned checkpoint; commit it to the index only if it succeeds."""
+        """One graph invocation from the pinned checkpoint, committed by writing the index entry.
+
+        Anything failing before the commit (provider down, a crash, the index
+        write itself) leaves the task as it was: the index still pins the old
+        checkpoint, and the thread's head gets the old values back.
+        """
         graph_input = observation_to_input(request, task_id, new_task=entry is None)
-        config = _pinned(task_id, entry.checkpoint_id if entry else None)
         try:
-            await self.graph.ainvoke(graph_input, config, context=self.context(), durability="exit")
+            await self.graph.ainvoke(
+                graph_input, _pinned(task_id, entry.checkpoint_id if entry else None), context=self.context(), durability="exit"
+            )
             snapshot = await self.graph.aget_state(_pinned(task_id, None))
             response = state_to_response(snapshot.values)
-        except BaseException:
+            stamp = now()
+            committed = TaskEntry(
+                tenant=tenant,
+                task_id=task_id,
+                session_id=snapshot.values.get("session_id"),
+                goal=snapshot.values.get("goal", ""),
+                url=request.url,
+                status=response.status,
+                step_index=response.step_index,
+                checkpoint_id=snapshot.config["configurable"]["checkpoint_id"],
+                created_at=entry.created_at if entry else stamp,
+                updated_at=stamp,
+                last_response=response.to_wire(),
+            )
+            await self.index.record(committed, request.task_id, request.request_id)
+        except BaseException as exc:
             await asyncio.shield(self._forget_failed_run(task_id, entry))
+            if isinstance(exc, Exception) and not isinstance(exc, LLMUnavailable):
+                log.exception("task %s: step failed; the task is unchanged", task_id)
+                raise StepFailed(f"the step failed ({type(exc).__name__}); the task is unchanged: send the same request again") from exc
             raise
-        stamp = now()
-        new_entry = TaskEntry(
-            tenant=tenant,
-            task_id=task_id,
-            session_id=snapshot.values.get("session_id"),
-            goal=snapshot.values.get("goal", ""),
-            url=request.url,
-            status=response.status,
-            step_index=response.step_index,
-            checkpoint_id=snapshot.config["configurable"]["checkpoint_id"],
-            created_at=entry.created_at if entry else stamp,
-            updated_at=stamp,
-            last_response=response.to_wire(),
-        )
-        await self.index.record(new_entry, request.task_id, request.request_id)
         return response
 
     async def _forget_failed_run(self, task_id: str, entry: TaskEntry | None) -> None:

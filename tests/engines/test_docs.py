@@ -8,6 +8,7 @@ import pytest
 
 from veriloop.context import Context
 from veriloop.engines import observation, verification
+from veriloop.schemas.page_contract import ELEMENT_ID_ATTR
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "verification.md").read_text()
 
@@ -34,3 +35,7 @@ def test_documented_thresholds_are_the_defaults():
 )
 def test_every_observation_line_is_documented(line):
     assert line in DOC
+
+
+def test_numbered_elements_are_documented_as_interactive():
+    assert f"every element the snapshot script numbered with\n  `{ELEMENT_ID_ATTR}`" in DOC

@@ -94,6 +94,31 @@ def test_skeleton_diff_lines_are_a_meaningful_change(page):
     ]
 
 
+NUMBERED_AREA = """<html><body>
+  <div id="query">Click the reward area</div>
+  <div id="area" data-veriloop-id="5">{text}</div>
+  <button data-veriloop-id="6">Submit</button>
+</body></html>"""
+
+
+def test_text_change_of_a_numbered_non_semantic_element_is_meaningful():
+    # The page contract: what the snapshot script numbered is interactive, whatever its tag.
+    result = build_observation_list(
+        before(NUMBERED_AREA.format(text="Reward: 0")), NUMBERED_AREA.format(text="Reward: 1"), URL
+    )
+    assert result.meaningful_content_change is True
+    assert result.observations[1:] == ["Element '5' changed 'text' from 'Reward: 0' to 'Reward: 1'"]
+
+
+def test_the_same_change_of_an_unnumbered_element_is_not():
+    unnumbered = NUMBERED_AREA.replace(' data-veriloop-id="5"', "")
+    result = build_observation_list(
+        before(unnumbered.format(text="Reward: 0")), unnumbered.format(text="Reward: 1"), URL
+    )
+    assert result.meaningful_content_change is False
+    assert result.observations[1] == observation.CONTENT_UPDATED_NO_SKELETON_CHANGE
+
+
 def test_ticker_changes_hash_but_is_not_meaningful(page):
     start = before(page())
     ticked = page(ticker="12:00:02", quote="Cut once.")

@@ -62,6 +62,25 @@ def test_interactive_roles_and_contenteditable_are_included():
     assert got["ed"]["text"] == "Draft text"
 
 
+def test_elements_the_snapshot_numbered_are_interactive_whatever_their_tag():
+    # The snapshot script numbers what the page made clickable (a pointer-cursor div, MiniWoB's reward area).
+    html = f"""<body>
+      <div {ELEMENT_ID_ATTR}="7" id="cover">Reward: 0</div>
+      <span {ELEMENT_ID_ATTR}="8" role="button" contenteditable="true">Once</span>
+      <button {ELEMENT_ID_ATTR}="9">Submit</button>
+      <div id="plain">Not numbered</div>
+      <div {ELEMENT_ID_ATTR}="10" {HIDDEN_ATTR}="1">Hidden</div>
+    </body>"""
+    got = elements(html)
+    assert list(got) == ["9", "7", "8"]  # one entry each, however many reasons it has
+    assert got["7"] == {"tag": "div", "text": "Reward: 0"}
+
+
+def test_a_page_without_numbered_elements_keeps_only_semantic_elements():
+    html = '<body><div id="cover" style="cursor:pointer">Reward: 0</div><a href="/x" id="l">Go</a></body>'
+    assert list(elements(html)) == ["l"]
+
+
 @pytest.mark.parametrize(
     "hidden",
     [

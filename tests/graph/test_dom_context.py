@@ -58,3 +58,28 @@ def test_page_element_ids_reads_the_page_contract_attribute(page):
 
 def test_hint_words_drop_short_and_common_words():
     assert hint_words("Click the Save button", "Type Jas") == ["save", "jas"]
+
+
+def test_pages_the_skeleton_reads_give_a_context_too():
+    # One parser for the engine layer: an XML declaration, NUL bytes, a meta charset in bytes.
+    xhtml = (
+        '<?xml version="1.0" encoding="utf-8"?><html><body>'
+        '<button data-veriloop-id="3">Save record</button></body></html>'
+    )
+    expected = '<body><button data-veriloop-id="3">Save record</button></body>'
+    assert build_dom_context(xhtml) == expected
+    assert page_element_ids(xhtml) == {3}
+    legacy = (
+        '<html><head><meta charset="windows-1251"></head><body>'
+        '<a data-veriloop-id="4" href="/s">Сохранить</a>\x00</body></html>'
+    ).encode("cp1251")
+    assert "Сохранить" in build_dom_context(legacy)
+    assert page_element_ids(legacy) == {4}
+
+
+def test_control_characters_are_dropped_not_raised():
+    # lxml parses C0 control characters but refuses to serialise them; a page full of them must still give a context.
+    html = '<html><body><p>Pa\x18tients\x00</p><button data-veriloop-id="3">Sa\x01ve</button></body></html>'
+    context = build_dom_context(html)
+    assert "Patients" in context and "Save" in context
+    assert not any(ch in context for ch in "\x00\x01\x18")

@@ -1,4 +1,4 @@
-"""Runner fixtures: one headless Chromium for the whole runner suite, and a loopback server for fixture pages."""
+"""Runner fixtures: one headless Chromium per module, and a loopback server for fixture pages."""
 
 from __future__ import annotations
 
@@ -50,9 +50,13 @@ def pages_url() -> Iterator[str]:
     thread.join(timeout=5)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[ChromiumBrowser]:
-    """One headless Chromium shared by the runner tests (each test gets its own context)."""
+    """One headless Chromium per test module (each test gets its own context).
+
+    Module scope: the sync Playwright API allows one running instance per thread, and other
+    suites (eval) start their own.
+    """
     with ChromiumBrowser() as chromium:
         yield chromium
 

@@ -102,6 +102,7 @@ def pg_url(postgres_ready: str) -> Iterator[str]:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     yield f"{postgres_ready}?options=-csearch_path%3D{schema}"
     with psycopg.connect(postgres_ready, autocommit=True) as conn:
+        conn.execute("SET lock_timeout = '30s'")  # fail loudly rather than wait on a stuck server forever
         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 

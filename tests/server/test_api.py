@@ -10,6 +10,7 @@ from service_testkit import KEYS, drive, goal, observation, read_head
 
 from veriloop.llm.scripted import Fail
 from veriloop.schemas.outputs import SemanticVerdict
+from veriloop.server.index import TaskIndex
 from veriloop.server.settings import Settings
 from veriloop.server.tenants import LOCAL_TENANT
 
@@ -197,3 +198,38 @@ def test_provider_down_answers_503_and_the_same_request_then_makes_exactly_one_s
     assert len(after["action_history"]) == len(before["action_history"]) + 1
     assert [v["step_index"] for v in after["verification_history"]] == [0]
     assert "verification_history" not in before
+
+
+def test_a_step_is_committed_by_its_index_entry_and_a_failed_commit_changes_nothing(small, sqlite_settings, monkeypatch):
+    """The graph has already saved the new checkpoint when the index write fails (as if killed right then)."""
+    server, client, task_id = small
+    before = read_head(sqlite_settings.database_url, task_id)
+    real_record = TaskIndex.record
+
+    async def failing_record(self, *args):
+        monkeypatch.setattr(TaskIndex, "record", real_record)  # only the first commit fails
+        raise OSError("disk full")
+
+    monkeypatch.setattr(TaskIndex, "record", failing_record)
+    request = observation(9, 1, taskId=task_id, requestId="commit-1")
+
+    failed = client.interact(request)
+    assert failed.status_code == 500 and "the task is unchanged" in failed.json()["detail"]
+    assert read_head(sqlite_settings.database_url, task_id) == before
+    assert client.detail(task_id)["stepIndex"] == 0
+
+    again = client.interact(request)
+    assert again.status_code == 200 and again.json()["stepIndex"] == 1
+    after = read_head(sqlite_settings.database_url, task_id)
+    assert [a["step_index"] for a in after["action_history"]] == [0, 1]
+    assert [v["step_index"] for v in after["verification_history"]] == [0]
+
+
+def test_control_characters_in_page_and_goal_are_handled(api):
+    """Found by the OpenAPI fuzzing: C0 control characters are valid JSON strings and must not break a step."""
+    client = api.client()
+    body = observation(7, 0, query="Press button 7 \x1c\x00 now")
+    body["dom"] = body["dom"].replace("Counter", "Count\x00er\x18")
+    response = client.interact(body)
+    assert response.status_code == 200, response.text
+    assert response.json()["status"] == "executing"

@@ -14,8 +14,12 @@ from veriloop.schemas.outputs import SemanticVerdict
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_kill_9_mid_request_then_restart_continues_the_same_task(backend, process_servers, playbook, scripted_model, tmp_path, request):
+def test_kill_9_mid_request_then_restart_continues_the_same_task(backend, tmp_path, request):
+    # The schema fixture comes before the servers, so it is dropped after they stop.
     database_url = f"sqlite:///{tmp_path / 'tasks.sqlite'}" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    process_servers = request.getfixturevalue("process_servers")
+    scripted_model = request.getfixturevalue("scripted_model")
+    request.getfixturevalue("playbook")
     server = process_servers(database_url)
     client = server.client()
     task_id = client.interact(observation(6, 0, query=goal(6, 3), sessionId="tab-1")).json()["taskId"]

@@ -7,12 +7,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from service_testkit import goal, observation
+
 from veriloop.llm.scripted import Delay
 from veriloop.schemas.outputs import SemanticVerdict
 
 
 @pytest.fixture
-def pair(process_servers, pg_url, playbook):
+def pair(pg_url, process_servers, playbook):  # pg_url first: its schema is dropped after the servers stop
     """Two processes started together on one fresh schema (their set-up runs concurrently)."""
     return process_servers(pg_url, count=2)
 
