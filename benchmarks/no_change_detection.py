@@ -72,9 +72,13 @@ class Transition:
     observations: list[str] = field(default_factory=list)
 
 
-def _transition(task: str, seed: str, kind: str, action: str, effective: bool, before: Snapshot, after: Snapshot) -> Transition:
+def _transition(
+    task: str, seed: str, kind: str, action: str, effective: bool, before: Snapshot, after: Snapshot
+) -> Transition:
     before_state = capture_page_state(before.url, before.dom, before.active_element)
-    result = build_observation_list(before_state, after.dom, after.url, after.client_observations, after.active_element)
+    result = build_observation_list(
+        before_state, after.dom, after.url, after.client_observations, after.active_element
+    )
     return Transition(
         task=task,
         seed=seed,
@@ -88,7 +92,9 @@ def _transition(task: str, seed: str, kind: str, action: str, effective: bool, b
     )
 
 
-def run_episode(session: PageSession, server: MiniWobServer, task: str, seed: str) -> list[Transition]:
+def run_episode(
+    session: PageSession, server: MiniWobServer, task: str, seed: str
+) -> list[Transition]:
     """The three transitions of one episode; no transition when the utterance names nothing we can act on."""
     session.goto(server.task_url(task))
     wait_for_task(session.page)
@@ -117,7 +123,9 @@ def run_episode(session: PageSession, server: MiniWobServer, task: str, seed: st
         return []
     acted = session.snapshot()
     return [
-        _transition(task, seed, "static_click", "click on the instruction text", False, start, clicked),
+        _transition(
+            task, seed, "static_click", "click on the instruction text", False, start, clicked
+        ),
         _transition(task, seed, "timer_wait", f"wait {WAIT_S}s", False, clicked, waited),
         _transition(task, seed, "effective", str(action), True, waited, acted),
     ]
@@ -146,14 +154,18 @@ def score(transitions: list[Transition], decision: str) -> Score:
     )
 
 
-def run(tasks: list[str], episodes: int, seed: int, *, chromium: str | None = None) -> list[Transition]:
+def run(
+    tasks: list[str], episodes: int, seed: int, *, chromium: str | None = None
+) -> list[Transition]:
     transitions: list[Transition] = []
     with MiniWobServer() as server, ChromiumBrowser(executable_path=chromium) as browser:
         session = browser.new_session()
         try:
             for task in tasks:
                 for episode in range(episodes):
-                    transitions += run_episode(session, server, task, episode_seed(seed, task, episode))
+                    transitions += run_episode(
+                        session, server, task, episode_seed(seed, task, episode)
+                    )
         finally:
             session.close()
     return transitions
@@ -171,9 +183,18 @@ def report(transitions: list[Transition], examples: int = 12) -> str:
         lines.append(f"\nengine errors ({len(wrong)}; up to {examples} shown):")
         for t in wrong[:examples]:
             label = "missed effective" if t.effective else "flagged no-op"
-            lines.append(f"  {label}: {t.task} [{t.kind}] {t.action} -> {' | '.join(t.observations)[:240]}")
-    engine, hashed, witness = score(transitions, "engine"), score(transitions, "hash_changed"), score(transitions, "witness")
-    by_kind = {k: sum(1 for t in transitions if t.kind == k) for k in ("static_click", "timer_wait", "effective")}
+            lines.append(
+                f"  {label}: {t.task} [{t.kind}] {t.action} -> {' | '.join(t.observations)[:240]}"
+            )
+    engine, hashed, witness = (
+        score(transitions, "engine"),
+        score(transitions, "hash_changed"),
+        score(transitions, "witness"),
+    )
+    by_kind = {
+        k: sum(1 for t in transitions if t.kind == k)
+        for k in ("static_click", "timer_wait", "effective")
+    }
     lines += [
         "",
         f"transitions by kind: {by_kind}",
@@ -188,11 +209,19 @@ def report(transitions: list[Transition], examples: int = 12) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.no_change_detection", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", help="comma-separated MiniWoB task names (default: the 30 built-in tasks)")
-    parser.add_argument("--episodes", type=int, default=2, help="episodes (seeds) per task (default 2)")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.no_change_detection", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--tasks", help="comma-separated MiniWoB task names (default: the 30 built-in tasks)"
+    )
+    parser.add_argument(
+        "--episodes", type=int, default=2, help="episodes (seeds) per task (default 2)"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--chromium", help="Chromium executable (default: $VERILOOP_CHROMIUM or /usr/bin/chromium)")
+    parser.add_argument(
+        "--chromium", help="Chromium executable (default: $VERILOOP_CHROMIUM or /usr/bin/chromium)"
+    )
     parser.add_argument("--json", help="also write every transition to this JSON file")
     args = parser.parse_args(argv)
     try:

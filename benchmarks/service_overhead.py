@@ -76,12 +76,18 @@ def answer(request: ScriptedRequest) -> object:
         "planning": PlanOutput(steps=[PlannedStep(description="Press Next")] * 50),
         "refinement": RefinedStep(instruction="Click Next", target_element_id=BUTTON),
         "action": ActionChoice(thought="next", action=f"click({BUTTON})"),
-        "verification": SemanticVerdict(action_succeeded=True, task_completed=False, confidence=0.9, reason="ok"),
+        "verification": SemanticVerdict(
+            action_succeeded=True, task_completed=False, confidence=0.9, reason="ok"
+        ),
     }[request.purpose]
 
 
 def observation(html: str, task_id: str | None, n: int) -> dict:
-    body = {"url": f"http://bench.test/page?n={n}", "dom": with_counter(html, n), "clientObservations": {"didDomMutate": n > 0}}
+    body = {
+        "url": f"http://bench.test/page?n={n}",
+        "dom": with_counter(html, n),
+        "clientObservations": {"didDomMutate": n > 0},
+    }
     if task_id is None:
         body["query"] = "Press Next ten times"
     else:
@@ -95,8 +101,13 @@ def bare_step(html: str) -> Step:
     def step(task_id: str | None, n: int) -> str:
         request = InteractRequest.model_validate(observation(html, task_id, n))
         tid = task_id or uuid.uuid4().hex
-        graph.invoke(observation_to_input(request, tid, new_task=task_id is None), {"configurable": {"thread_id": tid}})
-        return state_to_response(graph.get_state({"configurable": {"thread_id": tid}}).values).task_id
+        graph.invoke(
+            observation_to_input(request, tid, new_task=task_id is None),
+            {"configurable": {"thread_id": tid}},
+        )
+        return state_to_response(
+            graph.get_state({"configurable": {"thread_id": tid}}).values
+        ).task_id
 
     return step
 
@@ -114,7 +125,9 @@ def http_step(html: str, base_url: str) -> Step:
     return step
 
 
-def run(step: Step, clients: int, tasks_per_client: int, steps_per_task: int) -> tuple[list[float], float]:
+def run(
+    step: Step, clients: int, tasks_per_client: int, steps_per_task: int
+) -> tuple[list[float], float]:
     """Per-step latencies (ms) and steps per second with ``clients`` concurrent clients."""
 
     def client(_: int) -> list[float]:
@@ -144,10 +157,20 @@ class ServiceProcess:
 
     def __init__(self, database_url: str, model_url: str) -> None:
         self.port = free_port()
-        env = {**os.environ, "OPENAI_BASE_URL": model_url, "OPENAI_API_KEY": "bench", "LANGSMITH_TRACING": "false"}
+        env = {
+            **os.environ,
+            "OPENAI_BASE_URL": model_url,
+            "OPENAI_API_KEY": "bench",
+            "LANGSMITH_TRACING": "false",
+        }
         env.pop("VERILOOP_API_KEYS", None)
         code = f"from veriloop.server.main import serve; serve('127.0.0.1', {self.port}, 1, {database_url!r})"
-        self.process = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 60
         while True:
@@ -179,12 +202,16 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument(
         "--postgres-url",
-        default=os.environ.get("VERILOOP_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/veriloop_test"),
+        default=os.environ.get(
+            "VERILOOP_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/veriloop_test"
+        ),
     )
     args = parser.parse_args()
 
     name, html = mid_size_page()
-    print(f"page: {name} ({len(html.encode()) / 1024:.0f} kB); {os.cpu_count()} CPU(s); model: scripted, instant")
+    print(
+        f"page: {name} ({len(html.encode()) / 1024:.0f} kB); {os.cpu_count()} CPU(s); model: scripted, instant"
+    )
     model = ScriptedModelServer().start()
     model.on(ANY_PURPOSE, answer)
     os.environ.update(OPENAI_BASE_URL=model.base_url, OPENAI_API_KEY="bench")
@@ -197,7 +224,9 @@ def main() -> None:
             targets = {
                 "bare": lambda: (bare_step(html), None),
                 "sqlite": lambda: _service(html, f"sqlite:///{tmp}/bench.sqlite", model.base_url),
-                "postgres": lambda: _service(html, f"{args.postgres_url}?options=-csearch_path%3D{schema}", model.base_url),
+                "postgres": lambda: _service(
+                    html, f"{args.postgres_url}?options=-csearch_path%3D{schema}", model.base_url
+                ),
             }
             for target, open_target in targets.items():
                 step, service = open_target()
@@ -207,7 +236,9 @@ def main() -> None:
                         latencies, rate = run(step, clients, tasks, args.steps_per_task)
                         p50, p99 = statistics.median(latencies), _percentile(latencies, 99)
                         results[target, clients] = (p50, p99, rate)
-                        print(f"{target:9s} {clients:2d} client(s): p50 {p50:7.1f} ms  p99 {p99:7.1f} ms  {rate:6.1f} steps/s  ({len(latencies)} steps)")
+                        print(
+                            f"{target:9s} {clients:2d} client(s): p50 {p50:7.1f} ms  p99 {p99:7.1f} ms  {rate:6.1f} steps/s  ({len(latencies)} steps)"
+                        )
                 finally:
                     if service is not None:
                         service.stop()

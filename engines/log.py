@@ -25,6 +25,10 @@ class TaskLogger(logging.LoggerAdapter):
         self.log(level, f"{name}: {detail}" if detail else name, extra={"event": name})
 
 
-def task_logger(task_id: str | None, session_id: str | None, component: str = "agent") -> TaskLogger:
+def task_logger(
+    task_id: str | None, session_id: str | None, component: str = "agent"
+) -> TaskLogger:
     """A logger for one task's lines."""
-    return TaskLogger(_BASE.getChild(component), {"task_id": task_id or "-", "session_id": session_id or "-"})
+    return TaskLogger(
+        _BASE.getChild(component), {"task_id": task_id or "-", "session_id": session_id or "-"}
+    )

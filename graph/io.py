@@ -13,7 +13,9 @@ from veriloop.schemas.api import InteractResponse, VerificationSummary
 from veriloop.schemas.observation import Observation
 
 
-def observation_to_input(observation: Observation, task_id: str, *, new_task: bool) -> dict[str, Any]:
+def observation_to_input(
+    observation: Observation, task_id: str, *, new_task: bool
+) -> dict[str, Any]:
     """The graph input for one observation of ``task_id``.
 
     ``new_task`` is True when the task has no checkpoint yet; the goal is only

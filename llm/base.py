@@ -45,6 +45,8 @@ class LLMUnavailable(LLMError):
 class StructuredLLM(Protocol):
     """Anything that can make a structured call."""
 
-    def structured(self, purpose: Purpose, messages: list[Message], schema: type[T]) -> Structured[T]:
+    def structured(
+        self, purpose: Purpose, messages: list[Message], schema: type[T]
+    ) -> Structured[T]:
         """Ask for one instance of ``schema``; raise LLMOutputError or LLMUnavailable on failure."""
         ...

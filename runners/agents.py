@@ -60,7 +60,10 @@ class InProcessAgent:
         turn_usage = usage_delta(self._usage_so_far if observation.task_id else {}, usage)
         self._usage_so_far = usage
         return AgentTurn(
-            response=response, usage=turn_usage, agent_ms=elapsed, model_ms=total_usage(turn_usage).latency_ms
+            response=response,
+            usage=turn_usage,
+            agent_ms=elapsed,
+            model_ms=total_usage(turn_usage).latency_ms,
         )
 
 
@@ -71,8 +74,14 @@ class HttpAgent:
     turn's usage is the difference from the previous turn's.
     """
 
-    def __init__(self, server_url: str, *, api_key: str | None = None, timeout_s: float = 180.0,
-                 client: httpx.Client | None = None) -> None:
+    def __init__(
+        self,
+        server_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 180.0,
+        client: httpx.Client | None = None,
+    ) -> None:
         self.server_url = server_url.rstrip("/")
         headers = {"X-API-Key": api_key} if api_key else {}
         self._client = client or httpx.Client(timeout=timeout_s, headers=headers)
@@ -92,7 +101,10 @@ class HttpAgent:
         turn_usage = usage_delta(self._usage_so_far if observation.task_id else {}, usage)
         self._usage_so_far = usage
         return AgentTurn(
-            response=response, usage=turn_usage, agent_ms=elapsed, model_ms=total_usage(turn_usage).latency_ms
+            response=response,
+            usage=turn_usage,
+            agent_ms=elapsed,
+            model_ms=total_usage(turn_usage).latency_ms,
         )
 
     def _request(self, method: str, path: str, **kwargs) -> httpx.Response:
@@ -101,7 +113,9 @@ class HttpAgent:
         except httpx.HTTPError as exc:
             raise AgentError(f"veriloop service at {self.server_url} unreachable: {exc}") from exc
         if reply.status_code >= 400:
-            raise AgentError(f"veriloop service answered {method} {path} with HTTP {reply.status_code}: {reply.text[:300]}")
+            raise AgentError(
+                f"veriloop service answered {method} {path} with HTTP {reply.status_code}: {reply.text[:300]}"
+            )
         return reply
 
 

@@ -48,7 +48,11 @@ SCROLL_SCRIPT = """direction => {
   else window.scrollTo(0, document.documentElement.scrollHeight);
 }"""
 _MISSING = "__veriloop_missing__"
-_CONTEXT_GONE = ("Execution context was destroyed", "navigation", "Target page, context or browser has been closed")
+_CONTEXT_GONE = (
+    "Execution context was destroyed",
+    "navigation",
+    "Target page, context or browser has been closed",
+)
 
 
 class ChromiumNotFound(RuntimeError):
@@ -107,8 +111,13 @@ class ChromiumBrowser:
     (user-data dir), removed on close.
     """
 
-    def __init__(self, *, executable_path: str | None = None, headless: bool = True,
-                 extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        executable_path: str | None = None,
+        headless: bool = True,
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
         self.executable_path = chromium_path(executable_path)
         self.headless = headless
         self.args = (*OFFLINE_FLAGS, *extra_args)
@@ -120,7 +129,9 @@ class ChromiumBrowser:
             self._playwright = sync_playwright().start()
             try:
                 self._browser = self._playwright.chromium.launch(
-                    executable_path=self.executable_path, headless=self.headless, args=list(self.args)
+                    executable_path=self.executable_path,
+                    headless=self.headless,
+                    args=list(self.args),
                 )
             except Exception:
                 self._playwright.stop()
@@ -142,10 +153,14 @@ class ChromiumBrowser:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def new_session(self, *, viewport: tuple[int, int] = (1280, 800), action_timeout_s: float = 3.0) -> PageSession:
+    def new_session(
+        self, *, viewport: tuple[int, int] = (1280, 800), action_timeout_s: float = 3.0
+    ) -> PageSession:
         """A fresh context (cookies, storage) with one tab that carries the snapshot script."""
         if self._browser is None:
-            raise RuntimeError("the browser is not started; use it as a context manager or call start()")
+            raise RuntimeError(
+                "the browser is not started; use it as a context manager or call start()"
+            )
         context = self._browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
         context.add_init_script(snapshot_script())
         return PageSession(context, context.new_page(), action_timeout_s=action_timeout_s)
@@ -179,9 +194,15 @@ class PageSession:
                 # A document the init script did not reach (opened before the session): install now.
                 self.page.evaluate(snapshot_script())
             except PlaywrightError as exc:
-                if attempt == 4 or self.page.is_closed() or not any(m in str(exc) for m in _CONTEXT_GONE):
+                if (
+                    attempt == 4
+                    or self.page.is_closed()
+                    or not any(m in str(exc) for m in _CONTEXT_GONE)
+                ):
                     raise
-                self.page.wait_for_load_state("domcontentloaded", timeout=self.navigation_timeout_s * 1000)
+                self.page.wait_for_load_state(
+                    "domcontentloaded", timeout=self.navigation_timeout_s * 1000
+                )
         raise RuntimeError(f"the snapshot script could not be installed on {self.page.url}")
 
     def mark_action(self) -> None:
@@ -201,7 +222,9 @@ class PageSession:
             url=raw["url"],
             dom=raw["dom"],
             active_element=raw.get("activeElement"),
-            client_observations=ClientObservations.model_validate(raw.get("clientObservations") or {}),
+            client_observations=ClientObservations.model_validate(
+                raw.get("clientObservations") or {}
+            ),
             settled=bool(stability.get("settled", True)),
             stability_wait_ms=float(stability.get("waitedMs", 0)),
             serialize_ms=float(stability.get("serializeMs", 0)),
@@ -234,7 +257,12 @@ class PageSession:
         if kind == "navigate":
             self.goto(action.text or "")
         elif kind == "go_back":
-            if page.go_back(wait_until="domcontentloaded", timeout=self.navigation_timeout_s * 1000) is None:
+            if (
+                page.go_back(
+                    wait_until="domcontentloaded", timeout=self.navigation_timeout_s * 1000
+                )
+                is None
+            ):
                 return Execution(ok=False, error="goBack(): there is no previous page")
         elif kind == "wait":
             page.wait_for_timeout((action.seconds or 0) * 1000)
@@ -270,7 +298,9 @@ _TRUE_WORDS = frozenset({"true", "on", "yes", "1", "checked"})
 
 def _set_value(target, text: str, timeout: float) -> None:
     """Type into a field; a checkbox/radio takes true/false, a select takes an option."""
-    kind = target.evaluate("el => el.tagName === 'SELECT' ? 'select' : (el.type || '').toLowerCase()")
+    kind = target.evaluate(
+        "el => el.tagName === 'SELECT' ? 'select' : (el.type || '').toLowerCase()"
+    )
     if kind in ("checkbox", "radio"):
         target.set_checked(text.strip().lower() in _TRUE_WORDS, timeout=timeout)
     elif kind == "select":

@@ -38,7 +38,9 @@ def _has_patient_jas(state: dict[str, Any]) -> tuple[bool, str]:
 
 def _searched_maria(state: dict[str, Any]) -> tuple[bool, str]:
     searches = state["searches"]
-    return any("maria" in q.lower() for q in searches), f"searches the app served: {searches or 'none'}"
+    return any(
+        "maria" in q.lower() for q in searches
+    ), f"searches the app served: {searches or 'none'}"
 
 
 def _theme_dark(state: dict[str, Any]) -> tuple[bool, str]:
@@ -108,7 +110,11 @@ def run_demo(
     """
     result = DemoResult(scripted=model_server is not None or not model_configured())
     context_args = {"model": model} if model else {}
-    own_browser = nullcontext(browser) if browser else ChromiumBrowser(executable_path=chromium, headless=not headed)
+    own_browser = (
+        nullcontext(browser)
+        if browser
+        else ChromiumBrowser(executable_path=chromium, headless=not headed)
+    )
     with DemoAppServer() as app, own_browser as browser:
         with _scripted_model(model_server) if result.scripted else nullcontext() as server:
             if server is not None:
@@ -119,14 +125,23 @@ def run_demo(
                     on_run(goal)
                 session = browser.new_session()
                 try:
-                    run = run_task(goal, app.url, session=session, agent=agent, on_step=on_step, on_phase=on_phase,
-                                   session_id="veriloop-demo")
+                    run = run_task(
+                        goal,
+                        app.url,
+                        session=session,
+                        agent=agent,
+                        on_step=on_step,
+                        on_phase=on_phase,
+                        session_id="veriloop-demo",
+                    )
                 finally:
                     session.close()
                 result.runs.append(run)
                 passed, detail = APP_CHECKS[goal](app_state(app.url))
                 result.checks.append(AppCheck(goal, passed, detail))
-    result.report = write_report(result.runs, report_dir, title="veriloop demo: MediDesk patient records")
+    result.report = write_report(
+        result.runs, report_dir, title="veriloop demo: MediDesk patient records"
+    )
     return result
 
 

@@ -36,7 +36,10 @@ SEARCH_PATIENT = "Search the patient records for Maria"
 DARK_THEME = "Change the theme setting to Dark"
 
 _PAGE_SECTION = re.compile(
-    r"Current page \(URL and excerpt\):\s*" + re.escape(PAGE_DATA_BEGIN) + r"\n(.*?)\n" + re.escape(PAGE_DATA_END),
+    r"Current page \(URL and excerpt\):\s*"
+    + re.escape(PAGE_DATA_BEGIN)
+    + r"\n(.*?)\n"
+    + re.escape(PAGE_DATA_END),
     re.DOTALL,
 )
 _GOAL = re.compile(r"^User goal: (.+)$", re.MULTILINE)
@@ -149,18 +152,31 @@ class DemoPlaybook:
     def act(self, request: ScriptedRequest) -> ActionChoice:
         task = _task(request)
         page = PageExcerpt(request)
-        if task.goal == ADD_PATIENT and not self.mistake_made and page.value("patient-name") is None:
+        if (
+            task.goal == ADD_PATIENT
+            and not self.mistake_made
+            and page.value("patient-name") is None
+        ):
             # The deliberate mistake: the Patients tab is already open, so this click changes nothing.
             self.mistake_made = True
-            return ActionChoice(thought="Make sure the Patients section is open", action=f"click({page.id('tab-patients')})")
+            return ActionChoice(
+                thought="Make sure the Patients section is open",
+                action=f"click({page.id('tab-patients')})",
+            )
         thought, action = task.next_action(page)
         return ActionChoice(thought=thought, action=action)
 
     def verify(self, request: ScriptedRequest) -> SemanticVerdict:
         task = _task(request)
         done = task.done_marker in request.text
-        reason = f"The page confirms it: '{task.done_marker}'" if done else "The step worked; the goal is not done yet"
-        return SemanticVerdict(action_succeeded=True, task_completed=done, confidence=0.9, reason=reason)
+        reason = (
+            f"The page confirms it: '{task.done_marker}'"
+            if done
+            else "The step worked; the goal is not done yet"
+        )
+        return SemanticVerdict(
+            action_succeeded=True, task_completed=done, confidence=0.9, reason=reason
+        )
 
     def correct(self, request: ScriptedRequest) -> CorrectionChoice:
         task = _task(request)

@@ -45,7 +45,11 @@ class DemoAppData:
         name = str(body.get("name") or "").strip()
         if not name:
             raise ValueError("Full name is required")
-        patient = {"name": name, "dob": body.get("dob") or None, "consent": bool(body.get("consent"))}
+        patient = {
+            "name": name,
+            "dob": body.get("dob") or None,
+            "consent": bool(body.get("consent")),
+        }
         with self._lock:
             self._patients.append(patient)
         return dict(patient)
@@ -65,8 +69,11 @@ class DemoAppData:
     def snapshot(self) -> dict[str, Any]:
         """Everything, for ``GET /api/state``."""
         with self._lock:
-            return {"patients": deepcopy(self._patients), "settings": dict(self._settings),
-                    "searches": list(self._searches)}
+            return {
+                "patients": deepcopy(self._patients),
+                "settings": dict(self._settings),
+                "searches": list(self._searches),
+            }
 
 
 class DemoAppServer:
@@ -76,7 +83,9 @@ class DemoAppServer:
         self.data = DemoAppData()
         self._httpd = ThreadingHTTPServer((host, port), _handler(self.data))
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="demo-app", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="demo-app", daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -134,7 +143,9 @@ def _handler(data: DemoAppData) -> type[BaseHTTPRequestHandler]:
 
         def _apply(self, change, *, created: bool = False) -> None:
             try:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                body = json.loads(
+                    self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}"
+                )
                 if not isinstance(body, dict):
                     raise ValueError("the body must be a JSON object")
                 result = change(body)

@@ -156,14 +156,19 @@ def run_task(
         result.steps.append(step)
         try:
             action = parse_action(response.action)
-        except ActionParseError as exc:  # the agent's contract says this cannot happen; never execute a guess
+        except (
+            ActionParseError
+        ) as exc:  # the agent's contract says this cannot happen; never execute a guess
             result.status, result.error = "error", f"the agent answered an invalid action: {exc}"
             _emit(on_step, step)
             return result
         if response.status != "executing" or action.is_terminal:
             result.status = response.status
             if response.status == "executing":  # a terminal action must come with a final status
-                result.status, result.error = "error", f"the agent answered {action} but left the task executing"
+                result.status, result.error = (
+                    "error",
+                    f"the agent answered {action} but left the task executing",
+                )
             _emit(on_step, step)
             return result
         if stop_before_action is not None and stop_before_action(session):
@@ -189,8 +194,14 @@ def run_task(
     return result
 
 
-def _record(index: int, snapshot: Snapshot, witnessed: ClientObservations | None, response: InteractResponse,
-            turn, shot: bytes | None) -> StepRecord:
+def _record(
+    index: int,
+    snapshot: Snapshot,
+    witnessed: ClientObservations | None,
+    response: InteractResponse,
+    turn,
+    shot: bytes | None,
+) -> StepRecord:
     return StepRecord(
         index=index,
         url=snapshot.url,

@@ -42,7 +42,9 @@ def resolve_tasks(names: list[str] | None) -> list[str]:
         return known
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError(f"unknown MiniWoB task(s): {', '.join(unknown)} (see `veriloop eval miniwob --list`)")
+        raise ValueError(
+            f"unknown MiniWoB task(s): {', '.join(unknown)} (see `veriloop eval miniwob --list`)"
+        )
     if not names:
         raise ValueError("no tasks given")
     return list(dict.fromkeys(names))
@@ -64,7 +66,9 @@ class MiniWobServer:
     def __enter__(self) -> MiniWobServer:
         handler = functools.partial(_QuietHandler, directory=str(self.html_dir))
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="miniwob-http", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="miniwob-http", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -141,4 +145,6 @@ def episode_state(page: Any) -> EpisodeState:
 
 def end_episode(page: Any) -> None:
     """Stop a running episode (no reward) so its timers do not outlive it."""
-    page.evaluate("() => { if (!WOB_DONE_GLOBAL) core.endEpisode(0, false, 'stopped by the harness'); }")
+    page.evaluate(
+        "() => { if (!WOB_DONE_GLOBAL) core.endEpisode(0, false, 'stopped by the harness'); }"
+    )

@@ -104,11 +104,15 @@ def run_episode(
 ) -> EpisodeRecord:
     """One episode; harness and browser trouble is recorded in ``error``, never raised."""
     started = time.perf_counter()
-    record = EpisodeRecord(task=task, episode=episode, seed=config.seed_of(task, episode), model=config.model_label)
+    record = EpisodeRecord(
+        task=task, episode=episode, seed=config.seed_of(task, episode), model=config.model_label
+    )
     try:
         session.goto(server.task_url(task))
         wait_for_task(session.page)
-        record.utterance = start_episode(session.page, record.seed, max_time_ms=config.episode_max_time_ms)
+        record.utterance = start_episode(
+            session.page, record.seed, max_time_ms=config.episode_max_time_ms
+        )
         if on_start is not None:
             on_start(task, episode, record.utterance)
         run = run_task(
@@ -125,14 +129,19 @@ def run_episode(
         env = episode_state(session.page)
         end_episode(session.page)
         record.env_done, record.raw_reward, record.reward, record.reward_reason = (
-            env.done, env.raw_reward, env.reward, env.reason,
+            env.done,
+            env.raw_reward,
+            env.reward,
+            env.reason,
         )
         record.actions = [step.action for step in run.steps]
         record.steps = sum(step.execution_ok is not None for step in run.steps)
         if run.status == "error":
             record.error = run.error
         if run.task_id is not None:
-            values = agent.agent.graph.get_state({"configurable": {"thread_id": run.task_id}}).values
+            values = agent.agent.graph.get_state(
+                {"configurable": {"thread_id": run.task_id}}
+            ).values
             _fill_from_state(record, values)
     except Exception as exc:  # one broken episode must not end the evaluation; it is reported
         record.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
@@ -148,7 +157,11 @@ def _fill_from_state(record: EpisodeRecord, values: dict) -> None:
     record.max_repeats = _max_repeats(list(values.get("action_fingerprints") or []))
     record.usage = dict(values.get("usage") or {})
     usage = total_usage(record.usage)
-    record.model_calls, record.input_tokens, record.output_tokens = usage.calls, usage.input_tokens, usage.output_tokens
+    record.model_calls, record.input_tokens, record.output_tokens = (
+        usage.calls,
+        usage.input_tokens,
+        usage.output_tokens,
+    )
     record.cost_usd = usage.cost_usd
 
 
@@ -194,9 +207,13 @@ def run_eval(
     previous = load_records(out) if config.resume else []
     if not config.resume:
         (out / EPISODES_FILE).unlink(missing_ok=True)
-    (out / RUN_FILE).write_text(json.dumps({**asdict(config), "out_dir": str(out)}, indent=2), encoding="utf-8")
+    (out / RUN_FILE).write_text(
+        json.dumps({**asdict(config), "out_dir": str(out)}, indent=2), encoding="utf-8"
+    )
 
-    finished_keys = {r.key for r in previous if r.error is None and r.seed == config.seed_of(*r.key)}
+    finished_keys = {
+        r.key for r in previous if r.error is None and r.seed == config.seed_of(*r.key)
+    }
     pending = [key for key in config.planned() if key not in finished_keys]
     jobs: queue.Queue = queue.Queue()
     for key in pending:
@@ -214,8 +231,12 @@ def run_eval(
     failures: list[BaseException] = []
     with MiniWobServer() as server:
         workers = [
-            threading.Thread(target=_worker, args=(jobs, server, config, context, finished, on_start, failures),
-                             name=f"miniwob-worker-{i}", daemon=True)
+            threading.Thread(
+                target=_worker,
+                args=(jobs, server, config, context, finished, on_start, failures),
+                name=f"miniwob-worker-{i}",
+                daemon=True,
+            )
             for i in range(min(config.parallel, len(pending)))
         ]
         for worker in workers:
@@ -229,7 +250,13 @@ def run_eval(
     records = [latest[key] for key in config.planned() if key in latest]
     summary = summarize(records)
     paths = write_report(out, summary, records)
-    return EvalResult(summary=summary, records=records, paths=paths, skipped=len(config.planned()) - len(pending), ran=ran)
+    return EvalResult(
+        summary=summary,
+        records=records,
+        paths=paths,
+        skipped=len(config.planned()) - len(pending),
+        ran=ran,
+    )
 
 
 def run_miniwob(
@@ -246,7 +273,9 @@ def run_miniwob(
 
     ``false_claims`` lists (task, episode) pairs where the playbook claims completion falsely.
     """
-    use_script = model_server is not None or (not model_configured() if scripted is None else scripted)
+    use_script = model_server is not None or (
+        not model_configured() if scripted is None else scripted
+    )
     if false_claims and not use_script:
         raise ValueError("false claims can only be scripted: they need the scripted model")
     if not use_script:
@@ -263,4 +292,9 @@ def run_miniwob(
     config.model_label = "scripted"
     with nullcontext(model_server) if model_server is not None else ScriptedModelServer() as server:
         playbook.install(server)
-        return run_eval(config, Context(model="scripted", base_url=server.base_url), on_start=on_start, on_record=on_record)
+        return run_eval(
+            config,
+            Context(model="scripted", base_url=server.base_url),
+            on_start=on_start,
+            on_record=on_record,
+        )

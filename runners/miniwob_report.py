@@ -25,7 +25,13 @@ def plot_per_task(summary: Summary, path: Path) -> Path:
     xs = range(len(tasks))
     fig = Figure(figsize=(max(4.0, 0.9 * len(tasks) + 2), 3.6))
     ax = fig.subplots()
-    ax.bar([x - width / 2 for x in xs], [t.success_rate for t in summary.per_task], width, label="success rate", color="#2b8a3e")
+    ax.bar(
+        [x - width / 2 for x in xs],
+        [t.success_rate for t in summary.per_task],
+        width,
+        label="success rate",
+        color="#2b8a3e",
+    )
     ax.bar(
         [x + width / 2 for x in xs],
         [t.false_completion_share for t in summary.per_task],
@@ -50,18 +56,32 @@ def _fmt(value: float | None, percent: bool = True) -> str:
     return f"{value:.1%}" if percent else f"{value:.2f}"
 
 
-def _tables(summary: Summary, records: list[EpisodeRecord]) -> list[tuple[str, list[str], list[list[str]]]]:
+def _tables(
+    summary: Summary, records: list[EpisodeRecord]
+) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) of every table in the report; both renderers draw these."""
     c = summary.confusion
     headline = [
         ["episodes", str(summary.episodes)],
         ["success rate (raw reward > 0)", _fmt(summary.success_rate)],
-        ["false completions (said done, reward <= 0)", f"{summary.false_completions} ({_fmt(summary.false_completion_rate)} of claims)"],
-        ["missed completions (success, not claimed)", f"{summary.missed_completions} ({_fmt(summary.missed_completion_rate)} of successes)"],
+        [
+            "false completions (said done, reward <= 0)",
+            f"{summary.false_completions} ({_fmt(summary.false_completion_rate)} of claims)",
+        ],
+        [
+            "missed completions (success, not claimed)",
+            f"{summary.missed_completions} ({_fmt(summary.missed_completion_rate)} of successes)",
+        ],
         ["loop rate (same action, same page, 3+ times)", _fmt(summary.loop_rate)],
-        ["no-change fast fails (no model call)", f"{summary.no_change_fast_fails} in {summary.episodes_with_fast_fail} episodes"],
+        [
+            "no-change fast fails (no model call)",
+            f"{summary.no_change_fast_fails} in {summary.episodes_with_fast_fail} episodes",
+        ],
         ["mean steps", _fmt(summary.mean_steps, percent=False)],
-        ["model calls / tokens in / tokens out", f"{summary.model_calls} / {summary.input_tokens} / {summary.output_tokens}"],
+        [
+            "model calls / tokens in / tokens out",
+            f"{summary.model_calls} / {summary.input_tokens} / {summary.output_tokens}",
+        ],
         ["cost (USD)", f"{summary.cost_usd:.4f}"],
         ["mean wall time (s)", _fmt(summary.mean_wall_time_s, percent=False)],
         ["harness errors", str(summary.errors)],
@@ -71,7 +91,15 @@ def _tables(summary: Summary, records: list[EpisodeRecord]) -> list[tuple[str, l
         ["agent did not say done", str(c["not_done"]["success"]), str(c["not_done"]["failure"])],
     ]
     per_task = [
-        [t.task, str(t.episodes), _fmt(t.success_rate), str(t.claimed), str(t.false_completions), str(t.missed_completions), str(t.loops)]
+        [
+            t.task,
+            str(t.episodes),
+            _fmt(t.success_rate),
+            str(t.claimed),
+            str(t.false_completions),
+            str(t.missed_completions),
+            str(t.loops),
+        ]
         for t in summary.per_task
     ]
     episodes = [
@@ -89,13 +117,27 @@ def _tables(summary: Summary, records: list[EpisodeRecord]) -> list[tuple[str, l
     ]
     return [
         ("Summary", ["figure", "value"], headline),
-        ("Confusion matrix (agent claim x environment)", ["", "env success", "env failure"], confusion),
-        ("Per task", ["task", "episodes", "success", "claimed", "false compl.", "missed compl.", "loops"], per_task),
-        ("Episodes", ["task", "ep", "utterance", "raw reward", "agent status", "steps", "actions", "error"], episodes),
+        (
+            "Confusion matrix (agent claim x environment)",
+            ["", "env success", "env failure"],
+            confusion,
+        ),
+        (
+            "Per task",
+            ["task", "episodes", "success", "claimed", "false compl.", "missed compl.", "loops"],
+            per_task,
+        ),
+        (
+            "Episodes",
+            ["task", "ep", "utterance", "raw reward", "agent status", "steps", "actions", "error"],
+            episodes,
+        ),
     ]
 
 
-def render_markdown(summary: Summary, records: list[EpisodeRecord], title: str, plot_name: str) -> str:
+def render_markdown(
+    summary: Summary, records: list[EpisodeRecord], title: str, plot_name: str
+) -> str:
     def cell(text: str) -> str:
         return text.replace("|", "\\|").replace("\n", " ")
 
@@ -127,12 +169,19 @@ def render_html(summary: Summary, records: list[EpisodeRecord], title: str, plot
         parts.append("</table>")
         if name.startswith("Per task"):
             data = base64.b64encode(plot_png).decode("ascii")
-            parts.append(f"<img alt='per-task success and false completions' src='data:image/png;base64,{data}'>")
+            parts.append(
+                f"<img alt='per-task success and false completions' src='data:image/png;base64,{data}'>"
+            )
     parts.append("</body></html>")
     return "".join(parts)
 
 
-def write_report(out_dir: Path, summary: Summary, records: list[EpisodeRecord], title: str = "veriloop MiniWoB++ evaluation") -> dict[str, Path]:
+def write_report(
+    out_dir: Path,
+    summary: Summary,
+    records: list[EpisodeRecord],
+    title: str = "veriloop MiniWoB++ evaluation",
+) -> dict[str, Path]:
     """Write summary.json, the plot, report.md and report.html into ``out_dir``; return their paths."""
     out_dir = Path(out_dir)
     plot = plot_per_task(summary, out_dir / PLOT_FILE)
@@ -143,6 +192,10 @@ def write_report(out_dir: Path, summary: Summary, records: list[EpisodeRecord], 
         "html": out_dir / HTML_FILE,
     }
     paths["summary"].write_text(summary.model_dump_json(indent=2), encoding="utf-8")
-    paths["markdown"].write_text(render_markdown(summary, records, title, PLOT_FILE), encoding="utf-8")
-    paths["html"].write_text(render_html(summary, records, title, plot.read_bytes()), encoding="utf-8")
+    paths["markdown"].write_text(
+        render_markdown(summary, records, title, PLOT_FILE), encoding="utf-8"
+    )
+    paths["html"].write_text(
+        render_html(summary, records, title, plot.read_bytes()), encoding="utf-8"
+    )
     return paths

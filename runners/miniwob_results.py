@@ -41,9 +41,15 @@ class EpisodeRecord(BaseModel):
     wall_time_s: float = 0.0
     actions: list[str] = Field(default_factory=list)
     verification_history: list[dict[str, Any]] = Field(default_factory=list)
-    max_repeats: int = Field(default=0, description="Most times one (action, page fingerprint) pair occurred.")
-    no_change_fast_fails: int = Field(default=0, description="Verifications failed as 'no change' without a model call.")
-    error: str | None = Field(default=None, description="Why the harness could not finish the episode.")
+    max_repeats: int = Field(
+        default=0, description="Most times one (action, page fingerprint) pair occurred."
+    )
+    no_change_fast_fails: int = Field(
+        default=0, description="Verifications failed as 'no change' without a model call."
+    )
+    error: str | None = Field(
+        default=None, description="Why the harness could not finish the episode."
+    )
 
     @property
     def key(self) -> tuple[str, int]:
@@ -77,7 +83,9 @@ def count_no_change_fast_fails(verification_history: Iterable[dict[str, Any]]) -
     return sum(
         1
         for v in verification_history
-        if not v.get("success") and v.get("failure_category") == "no_effect" and not v.get("model_called")
+        if not v.get("success")
+        and v.get("failure_category") == "no_effect"
+        and not v.get("model_called")
     )
 
 
@@ -115,9 +123,13 @@ class Summary(BaseModel):
         description="confusion[agent claim][environment verdict]: claim in {done, not_done}, verdict in {success, failure}."
     )
     false_completions: int
-    false_completion_rate: float | None = Field(description="False completions / episodes the agent claimed done.")
+    false_completion_rate: float | None = Field(
+        description="False completions / episodes the agent claimed done."
+    )
     missed_completions: int
-    missed_completion_rate: float | None = Field(description="Missed completions / successful episodes.")
+    missed_completion_rate: float | None = Field(
+        description="Missed completions / successful episodes."
+    )
     loops: int
     loop_rate: float | None
     no_change_fast_fails: int

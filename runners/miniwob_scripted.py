@@ -63,8 +63,11 @@ def _page(request: ScriptedRequest) -> Element | None:
 def _decoy(page: Element, step: Step) -> Step:
     """Another numbered element of the same kind as the target (a wrong button, a wrong link), else the target."""
     target = step.element_id
-    same_tag = [el for el in page.xpath(f"//*[@id='area']//{step.element.tag}[@{ELEMENT_ID_ATTR}]")
-                if el.get(ELEMENT_ID_ATTR) != str(target)]
+    same_tag = [
+        el
+        for el in page.xpath(f"//*[@id='area']//{step.element.tag}[@{ELEMENT_ID_ATTR}]")
+        if el.get(ELEMENT_ID_ATTR) != str(target)
+    ]
     return Step(same_tag[0], step.value) if same_tag else step
 
 
@@ -92,16 +95,24 @@ class MiniWobPlaybook:
         goal = _goal(request)
         purpose = request.purpose
         if purpose == "planning":
-            return PlanOutput(steps=[PlannedStep(description=goal, expected_outcome="The page accepts the answer.")])
+            return PlanOutput(
+                steps=[
+                    PlannedStep(description=goal, expected_outcome="The page accepts the answer.")
+                ]
+            )
         if purpose == "refinement":
             step = self._choose(goal, request)
-            return RefinedStep(instruction=goal, target_element_id=step.element_id if step else None)
+            return RefinedStep(
+                instruction=goal, target_element_id=step.element_id if step else None
+            )
         if purpose == "action":
             return self._action(goal, request)
         if purpose == "verification":
             return self._verdict(goal, request)
         if purpose == "correction":
-            return CorrectionChoice(strategy="retry_with_delay", thought="Give the page a moment and look again.")
+            return CorrectionChoice(
+                strategy="retry_with_delay", thought="Give the page a moment and look again."
+            )
         if purpose == "replanning":
             return PlanValidation(valid=True, minor_modifications_only=True)
         if purpose == "critic":
@@ -120,7 +131,9 @@ class MiniWobPlaybook:
     def _action(self, goal: str, request: ScriptedRequest) -> ActionChoice:
         step = self._choose(goal, request)
         if step is None or step.element_id is None:
-            return ActionChoice(thought="I do not know how to do this on this page; waiting.", action="wait(0.5)")
+            return ActionChoice(
+                thought="I do not know how to do this on this page; waiting.", action="wait(0.5)"
+            )
         kind = "click" if step.value is None else "set_value"
         action = str(Action(kind=kind, element_id=step.element_id, text=step.value))
         page = _page(request)
@@ -128,19 +141,27 @@ class MiniWobPlaybook:
         final = bool(steps) and steps[-1].element_id == step.element_id and step.value is None
         with self._lock:
             self._issued[goal] = _Issued(action, final)
-        return ActionChoice(thought=f"The instruction names element {step.element_id}.", action=action)
+        return ActionChoice(
+            thought=f"The instruction names element {step.element_id}.", action=action
+        )
 
     def _verdict(self, goal: str, request: ScriptedRequest) -> SemanticVerdict:
         with self._lock:
             issued = self._issued.get(goal)
         ours = issued is not None and issued.action in request.text
         if ours and self._lying(goal):
-            return SemanticVerdict(action_succeeded=True, task_completed=True, confidence=0.95,
-                                   reason="Scripted false claim: the goal is declared achieved.")
+            return SemanticVerdict(
+                action_succeeded=True,
+                task_completed=True,
+                confidence=0.95,
+                reason="Scripted false claim: the goal is declared achieved.",
+            )
         done = ours and issued.final
         return SemanticVerdict(
             action_succeeded=True,
             task_completed=done,
             confidence=0.9,
-            reason="The final step was carried out and the page changed." if done else "The page changed as expected.",
+            reason="The final step was carried out and the page changed."
+            if done
+            else "The page changed as expected.",
         )

@@ -66,7 +66,9 @@ def _visible(el: Element) -> bool:
     return all(a.get(HIDDEN_ATTR) != "1" for a in el.iterancestors()) and el.get(HIDDEN_ATTR) != "1"
 
 
-def _find(root: Element, xpath: str, text: str | None = None, *, fold: bool = False) -> Element | None:
+def _find(
+    root: Element, xpath: str, text: str | None = None, *, fold: bool = False
+) -> Element | None:
     """The first visible element matching ``xpath`` (and, if given, whose normalised text equals ``text``)."""
     for el in root.xpath(xpath):
         if not _visible(el):
@@ -109,7 +111,11 @@ def _labelled_input(root: Element, label: str) -> Element | None:
         if not _visible(el):
             continue
         container = el.getparent()
-        context = container.getprevious() if container is not None and container.tag == "td" else container
+        context = (
+            container.getprevious()
+            if container is not None and container.tag == "td"
+            else container
+        )
         if context is not None and label.lower() in _text(context).lower():
             return el
     return None
@@ -141,14 +147,18 @@ def _enter_then_submit(transform: Callable[[str], str]) -> Rule:
 def _password(m: re.Match, root: Element) -> list[Step] | None:
     field = f"{_AREA}//input[@id='%s']"
     return _steps(
-        (_find(root, field % "password"), m["text"]), (_find(root, field % "verify"), m["text"]), (_submit(root), None)
+        (_find(root, field % "password"), m["text"]),
+        (_find(root, field % "verify"), m["text"]),
+        (_submit(root), None),
     )
 
 
 def _login(m: re.Match, root: Element) -> list[Step] | None:
     field = f"{_AREA}//input[@id='%s']"
     return _steps(
-        (_find(root, field % "username"), m["user"]), (_find(root, field % "password"), m["password"]), (_submit(root), None)
+        (_find(root, field % "username"), m["user"]),
+        (_find(root, field % "password"), m["password"]),
+        (_submit(root), None),
     )
 
 
@@ -157,7 +167,9 @@ def _only_button(m: re.Match, root: Element) -> list[Step] | None:
 
 
 def _button_sequence(m: re.Match, root: Element) -> list[Step] | None:
-    return _steps(*[(_find(root, _BUTTONS, name), None) for name in m["names"].split(", then click button ")])
+    return _steps(
+        *[(_find(root, _BUTTONS, name), None) for name in m["names"].split(", then click button ")]
+    )
 
 
 def _widget(m: re.Match, root: Element) -> list[Step] | None:
@@ -174,7 +186,11 @@ def _collapsible(m: re.Match, root: Element) -> list[Step] | None:
 
 def _select_labels(m: re.Match, root: Element) -> list[Step] | None:
     names = [] if m["names"] == "nothing" else re.split(r", | and ", m["names"])
-    boxes = [(_find(root, f"{_AREA}//label[normalize-space()='{n}']//input"), None) for n in names if "'" not in n]
+    boxes = [
+        (_find(root, f"{_AREA}//label[normalize-space()='{n}']//input"), None)
+        for n in names
+        if "'" not in n
+    ]
     return _steps(*boxes, (_submit(root), None))
 
 
@@ -185,23 +201,36 @@ def _color(m: re.Match, root: Element) -> list[Step] | None:
 def _dialog_button(m: re.Match, root: Element) -> list[Step] | None:
     # The dialog's "x" is its title-bar close button (title "Close"); other labels are button texts.
     dialog = "//*[@role='dialog']//button"
-    target = _find(root, f"{dialog}[@title='Close']") if m["text"] == "x" else _find(root, dialog, m["text"])
+    target = (
+        _find(root, f"{dialog}[@title='Close']")
+        if m["text"] == "x"
+        else _find(root, dialog, m["text"])
+    )
     return _steps((target, None))
 
 
 def _date(m: re.Match, root: Element) -> list[Step] | None:
     month, day, year = m["date"].split("/")
-    return _steps((_find(root, f"{_AREA}//input[@type='date']"), f"{year}-{month}-{day}"), (_submit(root), None))
+    return _steps(
+        (_find(root, f"{_AREA}//input[@type='date']"), f"{year}-{month}-{day}"),
+        (_submit(root), None),
+    )
 
 
 def _time(m: re.Match, root: Element) -> list[Step] | None:
     hour, minute = (int(x) for x in m["hm"].split(":"))
     hour = hour % 12 + (12 if m["ampm"] == "PM" else 0)
-    return _steps((_find(root, f"{_AREA}//input[@type='time']"), f"{hour:02d}:{minute:02d}"), (_submit(root), None))
+    return _steps(
+        (_find(root, f"{_AREA}//input[@type='time']"), f"{hour:02d}:{minute:02d}"),
+        (_submit(root), None),
+    )
 
 
 def _search(m: re.Match, root: Element) -> list[Step] | None:
-    return _steps((_find(root, f"{_AREA}//input[@id='search-text']"), m["text"]), (_find(root, _BUTTONS, "Search"), None))
+    return _steps(
+        (_find(root, f"{_AREA}//input[@id='search-text']"), m["text"]),
+        (_find(root, _BUTTONS, "Search"), None),
+    )
 
 
 def _autocomplete(m: re.Match, root: Element) -> list[Step] | None:
@@ -209,8 +238,11 @@ def _autocomplete(m: re.Match, root: Element) -> list[Step] | None:
 
 
 def _movies(m: re.Match, root: Element) -> list[Step] | None:
-    fields = [(_labelled_input(root, "Year"), m["year"]), (_labelled_input(root, "Director"), m["director"]),
-              (_labelled_input(root, "Genre"), m["genre"])]
+    fields = [
+        (_labelled_input(root, "Year"), m["year"]),
+        (_labelled_input(root, "Director"), m["director"]),
+        (_labelled_input(root, "Genre"), m["genre"]),
+    ]
     return _steps(*fields, (_submit(root), None))
 
 
@@ -224,7 +256,11 @@ def _form_sequence(m: re.Match, root: Element) -> list[Step] | None:
 
 
 def _read_table(m: re.Match, root: Element) -> list[Step] | None:
-    cells = root.xpath(f"{_AREA}//td[normalize-space()='{m['key']}']/following-sibling::td[1]") if "'" not in m["key"] else []
+    cells = (
+        root.xpath(f"{_AREA}//td[normalize-space()='{m['key']}']/following-sibling::td[1]")
+        if "'" not in m["key"]
+        else []
+    )
     if not cells:
         return None
     return _steps((_find(root, _TEXT_INPUTS), _text(cells[0])), (_submit(root), None))
@@ -255,26 +291,55 @@ def _guess(m: re.Match, root: Element) -> list[Step] | None:
 RULES: list[tuple[re.Pattern[str], Rule]] = [
     (re.compile(r'^Click on the "(?P<text>.+)" button\.$'), _click_button),
     (re.compile(r'^Click on the link "(?P<text>.+)"\.$'), _click_link),
-    (re.compile(r'^Enter "(?P<text>.+)" into the text field and press Submit\.$'), _enter_then_submit(str)),
+    (
+        re.compile(r'^Enter "(?P<text>.+)" into the text field and press Submit\.$'),
+        _enter_then_submit(str),
+    ),
     (re.compile(r'^Type "(?P<text>.+)" in all upper case letters'), _enter_then_submit(str.upper)),
     (re.compile(r'^Type "(?P<text>.+)" in all lower case letters'), _enter_then_submit(str.lower)),
     (re.compile(r'^Enter the password "(?P<text>.+)" into both text fields'), _password),
-    (re.compile(r'^Enter the username "(?P<user>.+)" and the password "(?P<password>.+)" into'), _login),
+    (
+        re.compile(r'^Enter the username "(?P<user>.+)" and the password "(?P<password>.+)" into'),
+        _login,
+    ),
     (re.compile(r"^Click the button\.$"), _only_button),
-    (re.compile(r"^Click button (?P<names>ONE|TWO|ONE, then click button TWO|TWO, then click button ONE)\.$"), _button_sequence),
+    (
+        re.compile(
+            r"^Click button (?P<names>ONE|TWO|ONE, then click button TWO|TWO, then click button ONE)\.$"
+        ),
+        _button_sequence,
+    ),
     (re.compile(r'^Click on a "(?P<kind>[\w-]+)" widget\.$'), _widget),
     (re.compile(r"^Click on Tab #(?P<n>\d+)\.$"), _tab),
     (re.compile(r"^Expand the section below and click submit\.$"), _collapsible),
     (re.compile(r"^Select (?P<names>.+) and click Submit\.$"), _select_labels),
     (re.compile(r"^Click on the (?P<color>\w+) colored box\.$"), _color),
-    (re.compile(r'^(Close the dialog box by clicking the|Click the button in the dialog box labeled) "(?P<text>.+)"\.$'), _dialog_button),
+    (
+        re.compile(
+            r'^(Close the dialog box by clicking the|Click the button in the dialog box labeled) "(?P<text>.+)"\.$'
+        ),
+        _dialog_button,
+    ),
     (re.compile(r"^Enter (?P<date>\d\d/\d\d/\d{4}) as the date"), _date),
     (re.compile(r"^Enter (?P<hm>\d{1,2}:\d\d) (?P<ampm>AM|PM) as the time"), _time),
     (re.compile(r'^Use the textbox to enter "(?P<text>.+)" and press "Search"'), _search),
     (re.compile(r'^Enter an item that starts with "(?P<start>[^"]+)"'), _autocomplete),
-    (re.compile(r"^Search for (?P<genre>\w+) movies directed by (?P<director>\w+) from year (?P<year>\d+)\.$"), _movies),
-    (re.compile(r'^Check the (?P<radio>\d+\w\w) radio button and enter the number "(?P<number>-?\d+)" into the (?P<box>\d+\w\w) textbox'), _form_sequence),
-    (re.compile(r"^Enter the value of (?P<key>.+) into the text field and press Submit\.$"), _read_table),
+    (
+        re.compile(
+            r"^Search for (?P<genre>\w+) movies directed by (?P<director>\w+) from year (?P<year>\d+)\.$"
+        ),
+        _movies,
+    ),
+    (
+        re.compile(
+            r'^Check the (?P<radio>\d+\w\w) radio button and enter the number "(?P<number>-?\d+)" into the (?P<box>\d+\w\w) textbox'
+        ),
+        _form_sequence,
+    ),
+    (
+        re.compile(r"^Enter the value of (?P<key>.+) into the text field and press Submit\.$"),
+        _read_table,
+    ),
     (re.compile(r"^Find the (?P<nth>\d+\w\w) word in the paragraph"), _find_word),
     (re.compile(r"^Solve the math problem and type your answer into the textbox"), _arithmetic),
     (re.compile(r"^Guess the number between 0-9 and press Submit"), _guess),

@@ -17,7 +17,14 @@ from pathlib import Path
 from veriloop.runners.loop import RunResult, StepRecord, StepTimings
 from veriloop.schemas.usage import total_usage
 
-TIMING_FIELDS = ("snapshot_ms", "stability_wait_ms", "agent_ms", "engine_ms", "model_ms", "execute_ms")
+TIMING_FIELDS = (
+    "snapshot_ms",
+    "stability_wait_ms",
+    "agent_ms",
+    "engine_ms",
+    "model_ms",
+    "execute_ms",
+)
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;background:#f4f6f9;color:#1d2733}
 header{background:#1f4e79;color:#fff;padding:16px 28px}header h1{margin:0 0 4px;font-size:20px}
@@ -32,7 +39,9 @@ background:#eef1f5;margin-right:4px}
 """
 
 
-def write_report(runs: list[RunResult], directory: str | Path, *, title: str = "veriloop run") -> Path:
+def write_report(
+    runs: list[RunResult], directory: str | Path, *, title: str = "veriloop run"
+) -> Path:
     """Write ``report.json``, ``report.html`` and ``screenshots/*.png`` under ``directory``; return the HTML path."""
     root = Path(directory)
     shots = root / "screenshots"
@@ -54,14 +63,21 @@ def write_report(runs: list[RunResult], directory: str | Path, *, title: str = "
 
 def timings_json(timings: StepTimings) -> dict[str, float | None]:
     values = asdict(timings) | {"engine_ms": timings.engine_ms}
-    return {name: None if values[name] is None else round(values[name], 1) for name in TIMING_FIELDS}
+    return {
+        name: None if values[name] is None else round(values[name], 1) for name in TIMING_FIELDS
+    }
 
 
 def median_timings(runs: list[RunResult]) -> dict[str, float | None]:
     """Median of each timing over every step of ``runs`` (None when never measured)."""
     medians: dict[str, float | None] = {}
     for name in TIMING_FIELDS:
-        values = [v for run in runs for step in run.steps if (v := timings_json(step.timings)[name]) is not None]
+        values = [
+            v
+            for run in runs
+            for step in run.steps
+            if (v := timings_json(step.timings)[name]) is not None
+        ]
         medians[name] = round(statistics.median(values), 1) if values else None
     return medians
 
@@ -136,10 +152,16 @@ def _step_html(step: StepRecord) -> str:
         else "<p class='muted'>(no screenshot)</p>"
     )
     timings = timings_json(step.timings)
-    timing_text = ", ".join(f"{name.removesuffix('_ms')} {_ms(value)}" for name, value in timings.items())
-    usage_text = ", ".join(
-        f"{purpose} {u.get('input_tokens', 0)}+{u.get('output_tokens', 0)}" for purpose, u in step.usage.items()
-    ) or "no model call"
+    timing_text = ", ".join(
+        f"{name.removesuffix('_ms')} {_ms(value)}" for name, value in timings.items()
+    )
+    usage_text = (
+        ", ".join(
+            f"{purpose} {u.get('input_tokens', 0)}+{u.get('output_tokens', 0)}"
+            for purpose, u in step.usage.items()
+        )
+        or "no model call"
+    )
     return (
         f"<article class='step'><div>{image}</div><div>"
         f"<h3>Step {step.index + 1} <span class='muted'>· {escape(step.url)}</span></h3>"
@@ -166,7 +188,9 @@ def _verdict_html(verification: dict | None, model_called: bool) -> str:
         badges.append(f"<span class='badge'>goal achieved: {'yes' if goal else 'no'}</span>")
     if verification.get("failureCategory"):
         badges.append(f"<span class='badge'>{escape(verification['failureCategory'])}</span>")
-    badges.append(f"<span class='badge'>{'model verdict' if model_called else 'judged without a model call'}</span>")
+    badges.append(
+        f"<span class='badge'>{'model verdict' if model_called else 'judged without a model call'}</span>"
+    )
     items = "".join(f"<li>{escape(line)}</li>" for line in verification.get("observations") or [])
     summary = verification.get("semanticSummary") or ""
     return (

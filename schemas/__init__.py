@@ -2,7 +2,12 @@
 
 from veriloop.schemas.actions import Action, ActionKind, ActionParseError, parse_action
 from veriloop.schemas.api import InteractRequest, InteractResponse, TaskStatus, VerificationSummary
-from veriloop.schemas.observation import BeforeState, ClientObservations, ClientVerification, Observation
+from veriloop.schemas.observation import (
+    BeforeState,
+    ClientObservations,
+    ClientVerification,
+    Observation,
+)
 from veriloop.schemas.outputs import (
     ActionChoice,
     CorrectionChoice,

@@ -59,12 +59,16 @@ class Action(WireModel):
     """One action for a client to execute."""
 
     kind: ActionKind
-    element_id: int | None = Field(default=None, ge=0, description="The numbered element the action targets.")
+    element_id: int | None = Field(
+        default=None, ge=0, description="The numbered element the action targets."
+    )
     text: str | None = Field(
         default=None,
         description="Value to type, option to select, key to press, URL to open, scroll direction or failure reason.",
     )
-    seconds: float | None = Field(default=None, ge=0, le=MAX_WAIT_SECONDS, description="Seconds to wait.")
+    seconds: float | None = Field(
+        default=None, ge=0, le=MAX_WAIT_SECONDS, description="Seconds to wait."
+    )
 
     @model_validator(mode="after")
     def _check_arguments(self) -> Action:
@@ -126,7 +130,11 @@ def parse_action(text: str) -> Action:
         )
     args = []
     for node in call.args:
-        if not isinstance(node, ast.Constant) or isinstance(node.value, bool | bytes) or node.value is None:
+        if (
+            not isinstance(node, ast.Constant)
+            or isinstance(node.value, bool | bytes)
+            or node.value is None
+        ):
             raise ActionParseError(f"{call.func.id}: arguments must be numbers or strings")
         args.append(node.value)
     return _build(kind, call.func.id, args)

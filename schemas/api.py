@@ -19,7 +19,9 @@ TaskStatus = Literal["executing", "completed", "failed"]
 class InteractRequest(Observation):
     """POST /api/agent/interact: one page snapshot."""
 
-    request_id: str | None = Field(default=None, description="Client-chosen id; a retry with the same id gets the same answer.")
+    request_id: str | None = Field(
+        default=None, description="Client-chosen id; a retry with the same id gets the same answer."
+    )
     step_index: int | None = Field(
         default=None,
         ge=0,
@@ -68,7 +70,10 @@ class BeforeStateSummary(WireModel):
     url: str
     dom_hash: str
     active_element: str | None = None
-    skeleton_elements: int | None = Field(default=None, description="Elements in the semantic skeleton; None when it was not extracted.")
+    skeleton_elements: int | None = Field(
+        default=None,
+        description="Elements in the semantic skeleton; None when it was not extracted.",
+    )
 
 
 class ActionSummary(WireModel):
@@ -88,8 +93,12 @@ class TaskDetail(TaskSummary):
     plan: Plan | None = None
     actions: list[ActionSummary] = Field(default_factory=list)
     verifications: list[VerificationResult] = Field(default_factory=list)
-    usage: dict[str, Usage] = Field(default_factory=dict, description="Per purpose (planning, action, verification, ...).")
-    total_usage: Usage = Field(default_factory=Usage, description="Sum over all purposes; costUsd is the task's cost.")
+    usage: dict[str, Usage] = Field(
+        default_factory=dict, description="Per purpose (planning, action, verification, ...)."
+    )
+    total_usage: Usage = Field(
+        default_factory=Usage, description="Sum over all purposes; costUsd is the task's cost."
+    )
 
 
 class ErrorBody(WireModel):

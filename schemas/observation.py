@@ -12,8 +12,12 @@ from veriloop.schemas.base import WireModel
 class ClientObservations(WireModel):
     """What the client witnessed between executing the last action and taking this snapshot."""
 
-    did_network_occur: bool | None = Field(default=None, description="fetch/XHR/resource activity happened.")
-    did_dom_mutate: bool | None = Field(default=None, description="A MutationObserver saw DOM mutations.")
+    did_network_occur: bool | None = Field(
+        default=None, description="fetch/XHR/resource activity happened."
+    )
+    did_dom_mutate: bool | None = Field(
+        default=None, description="A MutationObserver saw DOM mutations."
+    )
     did_url_change: bool | None = Field(default=None, description="The page URL changed.")
 
     @property
@@ -35,13 +39,23 @@ class Observation(WireModel):
 
     url: str = Field(description="The page URL now.")
     dom: str = Field(description="The page's outerHTML as written by the snapshot script.")
-    query: str | None = Field(default=None, description="The user's goal (required for a new task).")
-    task_id: str | None = Field(default=None, description="The task this snapshot continues; none starts a task.")
-    session_id: str | None = Field(default=None, description="The client's session (chat thread / tab).")
-    active_element: str | None = Field(default=None, description="Descriptor of the focused element.")
+    query: str | None = Field(
+        default=None, description="The user's goal (required for a new task)."
+    )
+    task_id: str | None = Field(
+        default=None, description="The task this snapshot continues; none starts a task."
+    )
+    session_id: str | None = Field(
+        default=None, description="The client's session (chat thread / tab)."
+    )
+    active_element: str | None = Field(
+        default=None, description="Descriptor of the focused element."
+    )
     client_observations: ClientObservations | None = None
     client_verification: ClientVerification | None = None
-    previous_url: str | None = Field(default=None, description="The URL before the last action, if known.")
+    previous_url: str | None = Field(
+        default=None, description="The URL before the last action, if known."
+    )
 
 
 class BeforeState(WireModel):

@@ -18,14 +18,19 @@ class SemanticVerdict(ModelOutput):
     """The model's judgement of one action from the observation list."""
 
     action_succeeded: bool = Field(description="This action did something useful toward the goal.")
-    task_completed: bool = Field(description="The ENTIRE user goal is now achieved (not just this step).")
+    task_completed: bool = Field(
+        description="The ENTIRE user goal is now achieved (not just this step)."
+    )
     confidence: float = Field(ge=0.0, le=1.0)
     reason: str = Field(description="Short explanation for people; never used for routing.")
     sub_task_completed: bool | None = Field(
-        default=None, description="The current sub-task's objective is achieved (hierarchical plans only)."
+        default=None,
+        description="The current sub-task's objective is achieved (hierarchical plans only).",
     )
     failure_category: FailureCategory | None = None
-    impossible: bool = Field(default=False, description="The page shows the goal cannot be achieved.")
+    impossible: bool = Field(
+        default=False, description="The page shows the goal cannot be achieved."
+    )
 
 
 class PlannedStep(ModelOutput):
@@ -33,7 +38,9 @@ class PlannedStep(ModelOutput):
 
     description: str
     expected_outcome: str | None = None
-    sub_tasks: list[str] = Field(default_factory=list, description="Objectives of sub-tasks, in order.")
+    sub_tasks: list[str] = Field(
+        default_factory=list, description="Objectives of sub-tasks, in order."
+    )
 
 
 class PlanOutput(ModelOutput):
@@ -46,14 +53,18 @@ class RefinedStep(ModelOutput):
     """One concrete instruction for the current step, grounded on the page."""
 
     instruction: str
-    target_element_id: int | None = Field(default=None, description="The numbered element to act on, if any.")
+    target_element_id: int | None = Field(
+        default=None, description="The numbered element to act on, if any."
+    )
 
 
 class ActionChoice(ModelOutput):
     """The next action, in protocol form (parsed strictly afterwards)."""
 
     thought: str
-    action: str = Field(description='One call such as click(12), setValue(3, "text"), wait(0.5), finish().')
+    action: str = Field(
+        description='One call such as click(12), setValue(3, "text"), wait(0.5), finish().'
+    )
 
 
 class CorrectionChoice(ModelOutput):
@@ -61,14 +72,18 @@ class CorrectionChoice(ModelOutput):
 
     strategy: CorrectionStrategy
     thought: str
-    element_id: int | None = Field(default=None, description="Element for alternative_element / scroll_into_view.")
+    element_id: int | None = Field(
+        default=None, description="Element for alternative_element / scroll_into_view."
+    )
 
 
 class PlanValidation(ModelOutput):
     """The model's check of the remaining plan against what happened."""
 
     valid: bool
-    minor_modifications_only: bool = Field(description="True when editing the remaining steps in place suffices.")
+    minor_modifications_only: bool = Field(
+        description="True when editing the remaining steps in place suffices."
+    )
     suggested_changes: list[str] = Field(default_factory=list)
     modified_steps: list[PlannedStep] | None = Field(
         default=None, description="Replacement for the remaining steps when the changes are minor."

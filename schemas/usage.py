@@ -6,7 +6,9 @@ from typing import Literal
 
 from veriloop.schemas.base import WireModel
 
-Purpose = Literal["planning", "refinement", "action", "verification", "correction", "replanning", "critic"]
+Purpose = Literal[
+    "planning", "refinement", "action", "verification", "correction", "replanning", "critic"
+]
 PURPOSES: tuple[str, ...] = Purpose.__args__
 
 

@@ -9,7 +9,13 @@ from pydantic import Field
 from veriloop.schemas.base import WireModel
 
 FailureCategory = Literal[
-    "no_effect", "element_missing", "wrong_page", "error_message", "blocked_auth", "captcha", "unknown"
+    "no_effect",
+    "element_missing",
+    "wrong_page",
+    "error_message",
+    "blocked_auth",
+    "captcha",
+    "unknown",
 ]
 
 
@@ -28,17 +34,23 @@ class VerificationResult(WireModel):
     action_succeeded: bool = False
     task_completed: bool = False
     goal_achieved: bool | None = Field(
-        default=None, description="Set only from a structured verdict; None when no verdict was obtained."
+        default=None,
+        description="Set only from a structured verdict; None when no verdict was obtained.",
     )
     sub_task_completed: bool | None = None
-    semantic_summary: str = Field(default="", description="First 300 characters of the verdict's reason.")
+    semantic_summary: str = Field(
+        default="", description="First 300 characters of the verdict's reason."
+    )
     observations: list[str] = Field(default_factory=list)
     failure_category: FailureCategory | None = None
     impossible: bool = Field(default=False, description="The page shows the task cannot be done.")
     repeated_action: bool = Field(
-        default=False, description="The same action on an unchanged page fingerprint was seen before in this step."
+        default=False,
+        description="The same action on an unchanged page fingerprint was seen before in this step.",
     )
     meaningful_content_change: bool = False
     url_changed: bool = False
     client_saw_something: bool = False
-    model_called: bool = Field(default=False, description="Whether a semantic verdict was requested.")
+    model_called: bool = Field(
+        default=False, description="Whether a semantic verdict was requested."
+    )

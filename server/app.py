@@ -41,10 +41,19 @@ Tenant = Annotated[str, Depends(current_tenant)]
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or unknown API key."},
     404: {"model": ErrorBody, "description": "Unknown task (or another tenant's)."},
-    409: {"model": ErrorBody, "description": "Task already completed/failed, stale stepIndex, or busy past the wait."},
+    409: {
+        "model": ErrorBody,
+        "description": "Task already completed/failed, stale stepIndex, or busy past the wait.",
+    },
     413: {"model": ErrorBody, "description": "DOM (or body) over the size limit."},
-    500: {"model": ErrorBody, "description": "The step failed unexpectedly; the task is unchanged: send the same request again."},
-    503: {"model": ErrorBody, "description": "Model provider down; the task is unchanged: send the same request again after Retry-After."},
+    500: {
+        "model": ErrorBody,
+        "description": "The step failed unexpectedly; the task is unchanged: send the same request again.",
+    },
+    503: {
+        "model": ErrorBody,
+        "description": "Model provider down; the task is unchanged: send the same request again after Retry-After.",
+    },
 }
 
 
@@ -63,7 +72,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         async with open_persistence(settings) as persistence:
             graph = compile_graph(persistence.checkpointer)
             index = TaskIndex(persistence.store)
-            app.state.service = TaskService(graph, index, persistence.locks, max_dom_bytes=settings.max_dom_bytes)
+            app.state.service = TaskService(
+                graph, index, persistence.locks, max_dom_bytes=settings.max_dom_bytes
+            )
             yield
 
     app = FastAPI(
@@ -110,7 +121,9 @@ def _add_routes(app: FastAPI) -> None:
         session_id: str,
         tenant: Tenant,
         request: Request,
-        url: Annotated[str | None, Query(description="The tab's current URL: only tasks on the same origin.")] = None,
+        url: Annotated[
+            str | None, Query(description="The tab's current URL: only tasks on the same origin.")
+        ] = None,
     ) -> TaskSummary:
         """The session's most recent executing task, for a client that lost its taskId (404: start fresh)."""
         return await service(request).active_task(tenant, session_id, url)
@@ -130,7 +143,10 @@ def _add_routes(app: FastAPI) -> None:
     async def healthz(request: Request) -> dict[str, str]:
         """Liveness plus a round trip to the task index."""
         await service(request).index.store.aget(("veriloop", "health"), "ping")
-        return {"status": "ok", "database": "postgresql" if request.app.state.settings.is_postgres else "sqlite"}
+        return {
+            "status": "ok",
+            "database": "postgresql" if request.app.state.settings.is_postgres else "sqlite",
+        }
 
 
 def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
@@ -147,7 +163,9 @@ def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
         # Keep loc/msg/type; never echo the input back (it can be a 5 MB DOM).
         errors = [{k: e[k] for k in ("loc", "msg", "type") if k in e} for e in exc.errors()]
-        message = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}" for e in errors)
+        message = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}" for e in errors
+        )
         return JSONResponse({"detail": errors, "message": message or "invalid request"}, 422)
 
     @app.exception_handler(LLMUnavailable)
@@ -162,7 +180,11 @@ def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
 
     @app.exception_handler(PoolTimeout)
     async def database_busy(_: Request, exc: PoolTimeout) -> JSONResponse:
-        return JSONResponse(ErrorBody(detail=f"database busy ({exc}); send the request again").to_wire(), 503, retry_after)
+        return JSONResponse(
+            ErrorBody(detail=f"database busy ({exc}); send the request again").to_wire(),
+            503,
+            retry_after,
+        )
 
 
 class BodyLimit:
@@ -176,7 +198,9 @@ class BodyLimit:
         if scope["type"] == "http":
             length = dict(scope["headers"]).get(b"content-length", b"0")
             if length.isdigit() and int(length) > self.limit:
-                body = ErrorBody(detail=f"request body is {int(length)} bytes; the limit is {self.limit} bytes")
+                body = ErrorBody(
+                    detail=f"request body is {int(length)} bytes; the limit is {self.limit} bytes"
+                )
                 await JSONResponse(body.to_wire(), 413)(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -57,22 +57,34 @@ class TaskIndex:
         item = await self.store.aget(_tasks(tenant), task_id)
         return TaskEntry.model_validate(item.value) if item else None
 
-    async def answer(self, tenant: str, task_id: str | None, request_id: str) -> InteractResponse | None:
+    async def answer(
+        self, tenant: str, task_id: str | None, request_id: str
+    ) -> InteractResponse | None:
         """The answer already given to ``request_id`` (for ``task_id``, or a new task when None)."""
         item = await self.store.aget(_answers(tenant), _answer_key(task_id, request_id))
         return InteractResponse.model_validate(item.value) if item else None
 
-    async def record(self, entry: TaskEntry, request_task_id: str | None, request_id: str | None) -> None:
+    async def record(
+        self, entry: TaskEntry, request_task_id: str | None, request_id: str | None
+    ) -> None:
         """Commit one step: the updated entry and, with a request id, its answer (one batch)."""
         ops = [PutOp(_tasks(entry.tenant), entry.task_id, entry.model_dump())]
         if request_id:
-            ops.append(PutOp(_answers(entry.tenant), _answer_key(request_task_id, request_id), entry.last_response))
+            ops.append(
+                PutOp(
+                    _answers(entry.tenant),
+                    _answer_key(request_task_id, request_id),
+                    entry.last_response,
+                )
+            )
         await self.store.abatch(ops)
 
     async def active(self, tenant: str, session_id: str, url: str | None) -> TaskEntry | None:
         """The session's most recently updated executing task (on ``url``'s origin when given)."""
         items = await self.store.asearch(
-            _tasks(tenant), filter={"session_id": session_id, "status": "executing"}, limit=ACTIVE_SEARCH_LIMIT
+            _tasks(tenant),
+            filter={"session_id": session_id, "status": "executing"},
+            limit=ACTIVE_SEARCH_LIMIT,
         )
         entries = [TaskEntry.model_validate(i.value) for i in items]
         if url:

@@ -30,7 +30,9 @@ def agent_runnable(app: FastAPI) -> Runnable:
         response = await app.state.service.interact(config["configurable"][TENANT_KEY], interact)
         return response.to_wire()
 
-    return RunnableLambda(step, name="veriloop_step").with_types(input_type=InteractRequest, output_type=InteractResponse)
+    return RunnableLambda(step, name="veriloop_step").with_types(
+        input_type=InteractRequest, output_type=InteractResponse
+    )
 
 
 async def _with_tenant(config: dict[str, Any], request: Request) -> dict[str, Any]:

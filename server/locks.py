@@ -73,7 +73,10 @@ class PostgresLocks(LocalLocks):
     async def _shared(self, key: str) -> AsyncIterator[None]:
         try:
             async with self.pool.connection(timeout=self.timeout_s) as conn, conn.transaction():
-                await conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{int(self.timeout_s * 1000)}ms",))
+                await conn.execute(
+                    "SELECT set_config('lock_timeout', %s, true)",
+                    (f"{int(self.timeout_s * 1000)}ms",),
+                )
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key(key),))
                 yield
         except pg_errors.LockNotAvailable as exc:

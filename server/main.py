@@ -19,7 +19,9 @@ def app_from_env() -> FastAPI:
     return create_app(Settings.from_env())
 
 
-def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1, database_url: str | None = None) -> None:
+def serve(
+    host: str = "127.0.0.1", port: int = 8000, workers: int = 1, database_url: str | None = None
+) -> None:
     """Serve the interact API until interrupted.
 
     ``database_url`` overrides ``VERILOOP_DATABASE_URL`` (passed to workers
@@ -30,5 +32,7 @@ def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1, database_
         os.environ["VERILOOP_DATABASE_URL"] = database_url
     settings = Settings.from_env()  # fail on a bad configuration before forking workers
     if workers > 1 and not settings.is_postgres:
-        raise ValueError("workers > 1 needs VERILOOP_DATABASE_URL=postgresql://...; SQLite serves one process")
+        raise ValueError(
+            "workers > 1 needs VERILOOP_DATABASE_URL=postgresql://...; SQLite serves one process"
+        )
     uvicorn.run(APP_FACTORY, factory=True, host=host, port=port, workers=workers, log_level="info")

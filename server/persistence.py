@@ -54,7 +54,10 @@ async def _sqlite(settings: Settings) -> AsyncIterator[Persistence]:
     path = settings.sqlite_path
     if path != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    async with AsyncSqliteSaver.from_conn_string(path) as saver, AsyncSqliteStore.from_conn_string(path) as store:
+    async with (
+        AsyncSqliteSaver.from_conn_string(path) as saver,
+        AsyncSqliteStore.from_conn_string(path) as store,
+    ):
         await saver.setup()
         await store.setup()
         yield Persistence(saver, store, LocalLocks(settings.lock_timeout_s))
@@ -65,8 +68,16 @@ async def _postgres(settings: Settings) -> AsyncIterator[Persistence]:
     url = settings.database_url
     kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
     async with (
-        AsyncConnectionPool(url, min_size=1, max_size=settings.pg_pool_size, kwargs=kwargs, open=False) as pool,
-        AsyncConnectionPool(url, min_size=1, max_size=settings.pg_lock_connections, kwargs={"autocommit": True}, open=False) as lock_pool,
+        AsyncConnectionPool(
+            url, min_size=1, max_size=settings.pg_pool_size, kwargs=kwargs, open=False
+        ) as pool,
+        AsyncConnectionPool(
+            url,
+            min_size=1,
+            max_size=settings.pg_lock_connections,
+            kwargs={"autocommit": True},
+            open=False,
+        ) as lock_pool,
     ):
         await pool.wait(timeout=30)
         saver = AsyncPostgresSaver(pool)
@@ -89,5 +100,9 @@ async def _take_setup_lock(conn: AsyncConnection) -> None:
     and it waits for the process running the migration: a deadlock. Short polls
     leave no transaction waiting.
     """
-    while not (await (await conn.execute("SELECT pg_try_advisory_lock(%s)", (advisory_key(SETUP_LOCK),))).fetchone())[0]:
+    while not (
+        await (
+            await conn.execute("SELECT pg_try_advisory_lock(%s)", (advisory_key(SETUP_LOCK),))
+        ).fetchone()
+    )[0]:
         await asyncio.sleep(SETUP_POLL_S)

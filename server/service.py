@@ -109,13 +109,17 @@ class TaskService:
             return await self._start(tenant, request)
         await self._entry(tenant, request.task_id)  # 404 before queueing on the task's lock
         async with self.locks.hold(f"task:{request.task_id}"):
-            entry = await self._entry(tenant, request.task_id)  # re-read: the previous holder may have advanced it
+            entry = await self._entry(
+                tenant, request.task_id
+            )  # re-read: the previous holder may have advanced it
             replay = await self._replay(entry, request)
             if replay is not None:
                 return replay
             if entry.status != "executing":
                 raise TaskConflict(
-                    f"task {entry.task_id} is already {entry.status}", task_id=entry.task_id, status=entry.status
+                    f"task {entry.task_id} is already {entry.status}",
+                    task_id=entry.task_id,
+                    status=entry.status,
                 )
             if request.step_index is not None and request.step_index != entry.step_index:
                 raise TaskConflict(
@@ -146,7 +150,9 @@ class TaskService:
             return InteractResponse.model_validate(entry.last_response)
         return None
 
-    async def _run(self, tenant: str, task_id: str, entry: TaskEntry | None, request: InteractRequest) -> InteractResponse:
+    async def _run(
+        self, tenant: str, task_id: str, entry: TaskEntry | None, request: InteractRequest
+    ) -> InteractResponse:
         """One graph invocation from the pinned checkpoint, committed by writing the index entry.
 
         Anything failing before the commit (provider down, a crash, the index
@@ -156,7 +162,10 @@ class TaskService:
         graph_input = observation_to_input(request, task_id, new_task=entry is None)
         try:
             await self.graph.ainvoke(
-                graph_input, _pinned(task_id, entry.checkpoint_id if entry else None), context=self.context(), durability="exit"
+                graph_input,
+                _pinned(task_id, entry.checkpoint_id if entry else None),
+                context=self.context(),
+                durability="exit",
             )
             snapshot = await self.graph.aget_state(_pinned(task_id, None))
             response = state_to_response(snapshot.values)
@@ -179,7 +188,9 @@ class TaskService:
             await asyncio.shield(self._forget_failed_run(task_id, entry))
             if isinstance(exc, Exception) and not isinstance(exc, LLMUnavailable):
                 log.exception("task %s: step failed; the task is unchanged", task_id)
-                raise StepFailed(f"the step failed ({type(exc).__name__}); the task is unchanged: send the same request again") from exc
+                raise StepFailed(
+                    f"the step failed ({type(exc).__name__}); the task is unchanged: send the same request again"
+                ) from exc
             raise
         return response
 
@@ -191,7 +202,9 @@ class TaskService:
         head = await self.graph.checkpointer.aget_tuple(_pinned(task_id, None))
         if head is not None and head.config["configurable"]["checkpoint_id"] != entry.checkpoint_id:
             # A failed run still saves a checkpoint (its partial writes); put the pinned values back on top.
-            await self.graph.aupdate_state(_pinned(task_id, entry.checkpoint_id), None, as_node="__copy__")
+            await self.graph.aupdate_state(
+                _pinned(task_id, entry.checkpoint_id), None, as_node="__copy__"
+            )
 
     async def _entry(self, tenant: str, task_id: str) -> TaskEntry:
         entry = await self.index.get(tenant, task_id)
@@ -202,7 +215,9 @@ class TaskService:
     def _check_dom(self, dom: str) -> None:
         size = len(dom.encode("utf-8"))
         if size > self.max_dom_bytes:
-            raise DomTooLarge(f"dom is {size} bytes; the limit is {self.max_dom_bytes} bytes (VERILOOP_MAX_DOM_BYTES)")
+            raise DomTooLarge(
+                f"dom is {size} bytes; the limit is {self.max_dom_bytes} bytes (VERILOOP_MAX_DOM_BYTES)"
+            )
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -222,7 +237,10 @@ class TaskService:
             **entry.summary().model_dump(),
             plan=Plan.model_validate(state["plan"]) if state.get("plan") else None,
             actions=[_action_summary(record) for record in state.get("action_history") or []],
-            verifications=[VerificationResult.model_validate(v) for v in state.get("verification_history") or []],
+            verifications=[
+                VerificationResult.model_validate(v)
+                for v in state.get("verification_history") or []
+            ],
             usage={purpose: Usage.model_validate(u) for purpose, u in usage.items()},
             total_usage=total_usage(usage),
         )
@@ -245,7 +263,9 @@ def _action_summary(record: dict[str, Any]) -> ActionSummary:
             url=before["url"],
             dom_hash=before["dom_hash"],
             active_element=before.get("active_element"),
-            skeleton_elements=len(skeleton.get("elements", [])) if isinstance(skeleton, dict) else None,
+            skeleton_elements=len(skeleton.get("elements", []))
+            if isinstance(skeleton, dict)
+            else None,
         )
     return ActionSummary(
         step_index=record["step_index"],

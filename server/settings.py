@@ -42,7 +42,10 @@ class Settings:
         """The SQLite file of a ``sqlite:///path`` or bare-path URL."""
         if self.is_postgres:
             raise ValueError("sqlite_path: the database URL is PostgreSQL")
-        return self.database_url.removeprefix("sqlite:///").removeprefix("sqlite://") or "veriloop.sqlite"
+        return (
+            self.database_url.removeprefix("sqlite:///").removeprefix("sqlite://")
+            or "veriloop.sqlite"
+        )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -51,12 +54,16 @@ class Settings:
         defaults = cls()
         return cls(
             database_url=env.get("VERILOOP_DATABASE_URL") or defaults.database_url,
-            api_keys=load_api_keys(env.get("VERILOOP_API_KEYS"), _path(env.get("VERILOOP_API_KEYS_FILE"))),
+            api_keys=load_api_keys(
+                env.get("VERILOOP_API_KEYS"), _path(env.get("VERILOOP_API_KEYS_FILE"))
+            ),
             max_dom_bytes=int(env.get("VERILOOP_MAX_DOM_BYTES") or defaults.max_dom_bytes),
             retry_after_s=int(env.get("VERILOOP_RETRY_AFTER_S") or defaults.retry_after_s),
             lock_timeout_s=float(env.get("VERILOOP_LOCK_TIMEOUT_S") or defaults.lock_timeout_s),
             pg_pool_size=int(env.get("VERILOOP_PG_POOL_SIZE") or defaults.pg_pool_size),
-            pg_lock_connections=int(env.get("VERILOOP_PG_LOCK_CONNECTIONS") or defaults.pg_lock_connections),
+            pg_lock_connections=int(
+                env.get("VERILOOP_PG_LOCK_CONNECTIONS") or defaults.pg_lock_connections
+            ),
         )
 
 

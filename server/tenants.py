@@ -13,7 +13,9 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 LOCAL_TENANT = "local"
 """The only tenant when no API keys are configured."""
 
-API_KEY_HEADER = APIKeyHeader(name="X-API-Key", auto_error=False, description="An API key from VERILOOP_API_KEYS.")
+API_KEY_HEADER = APIKeyHeader(
+    name="X-API-Key", auto_error=False, description="An API key from VERILOOP_API_KEYS."
+)
 BEARER = HTTPBearer(auto_error=False, description="The same API key as a bearer token.")
 
 log = logging.getLogger("veriloop.server")
@@ -37,7 +39,9 @@ def parse_api_keys(text: str, *, source: str = "VERILOOP_API_KEYS") -> dict[str,
         if "." in tenant:
             raise TenantConfigError(f"{source}: tenant names cannot contain '.', got {tenant!r}")
         if keys.get(key, tenant) != tenant:
-            raise TenantConfigError(f"{source}: one key is given to two tenants ({keys[key]!r}, {tenant!r})")
+            raise TenantConfigError(
+                f"{source}: one key is given to two tenants ({keys[key]!r}, {tenant!r})"
+            )
         keys[key] = tenant
     return keys
 
@@ -60,7 +64,11 @@ def load_api_keys(env_value: str | None, file: Path | None) -> dict[str, str]:
 def warn_if_open(api_keys: Mapping[str, str]) -> None:
     """Say loudly at start-up that the service has no authentication."""
     if api_keys:
-        log.info("veriloop service: %d API key(s) for %d tenant(s)", len(api_keys), len(set(api_keys.values())))
+        log.info(
+            "veriloop service: %d API key(s) for %d tenant(s)",
+            len(api_keys),
+            len(set(api_keys.values())),
+        )
         return
     log.warning(
         "\n%s\nNO API KEYS CONFIGURED: every caller is the single tenant %r and nothing is authenticated.\n"
@@ -76,7 +84,11 @@ def tenant_for(api_keys: Mapping[str, str], key: str | None) -> str:
     if not api_keys:
         return LOCAL_TENANT
     if not key:
-        raise HTTPException(401, "missing API key: send X-API-Key or Authorization: Bearer", {"WWW-Authenticate": "Bearer"})
+        raise HTTPException(
+            401,
+            "missing API key: send X-API-Key or Authorization: Bearer",
+            {"WWW-Authenticate": "Bearer"},
+        )
     tenant = api_keys.get(key)
     if tenant is None:
         raise HTTPException(401, "unknown API key", {"WWW-Authenticate": "Bearer"})

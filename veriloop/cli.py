@@ -1,8 +1,8 @@
 """The ``veriloop`` command: run a goal in Chromium, serve the API, or run the demo.
 
-    veriloop run "Add a patient named Jas" --url http://127.0.0.1:8080/ --report out/
-    veriloop serve --port 8000
-    veriloop demo
+veriloop run "Add a patient named Jas" --url http://127.0.0.1:8080/ --report out/
+veriloop serve --port 8000
+veriloop demo
 """
 
 from __future__ import annotations
@@ -36,10 +36,21 @@ console = Console()
 _ROUTINE_OBSERVATIONS = ("URL did not change", "Extension reported URL changed: false")
 
 Chromium = Annotated[
-    str | None, typer.Option("--chromium", envvar="VERILOOP_CHROMIUM", help="Chromium executable (default /usr/bin/chromium).")
+    str | None,
+    typer.Option(
+        "--chromium",
+        envvar="VERILOOP_CHROMIUM",
+        help="Chromium executable (default /usr/bin/chromium).",
+    ),
 ]
 Headed = Annotated[bool, typer.Option("--headed", help="Show the browser window.")]
-Model = Annotated[str | None, typer.Option("--model", help="Model name for the OpenAI-compatible endpoint (default: Context / VERILOOP_MODEL).")]
+Model = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="Model name for the OpenAI-compatible endpoint (default: Context / VERILOOP_MODEL).",
+    ),
+]
 
 
 def describe_step(step) -> str:
@@ -54,7 +65,9 @@ def describe_step(step) -> str:
         parts.append(f"{mark} {verdict.get('confidence', 0):.2f}{how}")
         observations = verdict.get("observations") or []
         # The first line that says what changed ("URL did not change" leads almost every list).
-        telling = [line for line in observations if not line.startswith(_ROUTINE_OBSERVATIONS)] or observations
+        telling = [
+            line for line in observations if not line.startswith(_ROUTINE_OBSERVATIONS)
+        ] or observations
         if telling:
             more = f" (+{len(observations) - 1})" if len(observations) > 1 else ""
             parts.append(f"[dim]{escape(telling[0][:70])}{more}[/]")
@@ -64,7 +77,9 @@ def describe_step(step) -> str:
     model_calls = sum(u.get("calls", 0) for u in step.usage.values())
     parts.append(f"[magenta]{step.tokens} tok / {model_calls} calls[/]")
     timings = step.timings
-    parts.append(f"[dim]snapshot {timings.snapshot_ms:.0f} ms (wait {timings.stability_wait_ms:.0f}), agent {timings.agent_ms:.0f} ms[/]")
+    parts.append(
+        f"[dim]snapshot {timings.snapshot_ms:.0f} ms (wait {timings.stability_wait_ms:.0f}), agent {timings.agent_ms:.0f} ms[/]"
+    )
     return "  ".join(parts)
 
 
@@ -72,8 +87,13 @@ def describe_step(step) -> str:
 def live_progress(total: int):
     """A live progress line; yields callbacks (on_step, on_phase, new_task)."""
     progress = Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, transient=True,
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
     )
     current = {"task": None}
 
@@ -100,8 +120,10 @@ def _report_run(result, report_dir: Path | None) -> None:
 
     usage = total_usage(result.usage)
     colour = "green" if result.completed else "red"
-    console.print(f"[{colour}]{result.status}[/] after {len(result.steps)} steps, "
-                  f"{usage.input_tokens + usage.output_tokens} tokens in {usage.calls} model calls")
+    console.print(
+        f"[{colour}]{result.status}[/] after {len(result.steps)} steps, "
+        f"{usage.input_tokens + usage.output_tokens} tokens in {usage.calls} model calls"
+    )
     if result.error:
         console.print(f"[red]{escape(result.error)}[/]")
     if report_dir is not None:
@@ -115,11 +137,26 @@ def run(
     url: Annotated[str, typer.Option("--url", help="The page to start on.")],
     model: Model = None,
     headed: Headed = False,
-    report: Annotated[Path | None, typer.Option("--report", help="Write report.json / report.html here.")] = None,
-    server: Annotated[str | None, typer.Option("--server", help="Use a running veriloop service (base URL) instead of the in-process agent.")] = None,
-    api_key: Annotated[str | None, typer.Option("--api-key", envvar="VERILOOP_API_KEY", help="API key for --server.")] = None,
-    max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Agent steps before giving up.")] = 40,
-    screenshots: Annotated[bool, typer.Option("--screenshots/--no-screenshots", help="Screenshot every step.")] = True,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Write report.json / report.html here.")
+    ] = None,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            help="Use a running veriloop service (base URL) instead of the in-process agent.",
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", envvar="VERILOOP_API_KEY", help="API key for --server."),
+    ] = None,
+    max_steps: Annotated[
+        int, typer.Option("--max-steps", min=1, help="Agent steps before giving up.")
+    ] = 40,
+    screenshots: Annotated[
+        bool, typer.Option("--screenshots/--no-screenshots", help="Screenshot every step.")
+    ] = True,
     chromium: Chromium = None,
 ) -> None:
     """Run GOAL in Chromium starting at --url; exit 0 only if the task completed."""
@@ -130,24 +167,41 @@ def run(
 
     if server:
         if model:
-            console.print("[yellow]--model is ignored with --server: the service chooses its model[/]")
+            console.print(
+                "[yellow]--model is ignored with --server: the service chooses its model[/]"
+            )
         agent = HttpAgent(server, api_key=api_key)
     else:
         if not model_configured():
-            console.print("[red]No model provider: set OPENAI_API_KEY (OpenAI) or OPENAI_BASE_URL "
-                          "(an OpenAI-compatible server), or use --server.[/]")
+            console.print(
+                "[red]No model provider: set OPENAI_API_KEY (OpenAI) or OPENAI_BASE_URL "
+                "(an OpenAI-compatible server), or use --server.[/]"
+            )
             raise typer.Exit(2)
         from veriloop.context import Context
 
         agent = InProcessAgent(context=Context(model=model) if model else None)
     try:
-        with ChromiumBrowser(executable_path=chromium, headless=not headed) as browser, live_progress(max_steps) as (
-            on_step, on_phase, new_task,
+        with (
+            ChromiumBrowser(executable_path=chromium, headless=not headed) as browser,
+            live_progress(max_steps) as (
+                on_step,
+                on_phase,
+                new_task,
+            ),
         ):
             new_task(goal)
             session = browser.new_session()
-            result = run_task(goal, url, session=session, agent=agent, max_steps=max_steps,
-                              screenshots=screenshots or report is not None, on_step=on_step, on_phase=on_phase)
+            result = run_task(
+                goal,
+                url,
+                session=session,
+                agent=agent,
+                max_steps=max_steps,
+                screenshots=screenshots or report is not None,
+                on_step=on_step,
+                on_phase=on_phase,
+            )
             session.close()
     except ChromiumNotFound as exc:
         console.print(f"[red]{escape(str(exc))}[/]")
@@ -160,8 +214,16 @@ def run(
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
-    workers: Annotated[int, typer.Option(min=1, help="Worker processes (more than one needs PostgreSQL).")] = 1,
-    database_url: Annotated[str | None, typer.Option("--database-url", help="sqlite:///path or postgresql://... (default VERILOOP_DATABASE_URL).")] = None,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Worker processes (more than one needs PostgreSQL).")
+    ] = 1,
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            "--database-url",
+            help="sqlite:///path or postgresql://... (default VERILOOP_DATABASE_URL).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the interact API (POST /api/agent/interact) and the task API."""
     from veriloop.server.main import serve as serve_api
@@ -175,7 +237,9 @@ def serve(
 
 @app.command()
 def demo(
-    report: Annotated[Path, typer.Option("--report", help="Directory for the report.")] = Path("veriloop-demo-report"),
+    report: Annotated[Path, typer.Option("--report", help="Directory for the report.")] = Path(
+        "veriloop-demo-report"
+    ),
     model: Model = None,
     headed: Headed = False,
     chromium: Chromium = None,
@@ -188,19 +252,30 @@ def demo(
         endpoint = os.environ.get("OPENAI_BASE_URL") or "OpenAI"
         console.print(f"Using the configured model provider ({escape(endpoint)}).")
     else:
-        console.print("[yellow]No OPENAI_API_KEY or OPENAI_BASE_URL set: running the scripted playbook "
-                      "(a local OpenAI-compatible server with canned answers), not a real model.[/]")
+        console.print(
+            "[yellow]No OPENAI_API_KEY or OPENAI_BASE_URL set: running the scripted playbook "
+            "(a local OpenAI-compatible server with canned answers), not a real model.[/]"
+        )
     try:
         with live_progress(40) as (on_step, on_phase, new_task):
-            result = run_demo(report, headed=headed, model=model, chromium=chromium,
-                              on_run=new_task, on_step=on_step, on_phase=on_phase)
+            result = run_demo(
+                report,
+                headed=headed,
+                model=model,
+                chromium=chromium,
+                on_run=new_task,
+                on_step=on_step,
+                on_phase=on_phase,
+            )
     except ChromiumNotFound as exc:
         console.print(f"[red]{escape(str(exc))}[/]")
         raise typer.Exit(2) from exc
     console.print()
     for run_result, check in zip(result.runs, result.checks, strict=True):
         agent_says = f"agent: {run_result.status}"
-        verdict = "[green]confirmed by the app[/]" if check.passed else "[red]NOT confirmed by the app[/]"
+        verdict = (
+            "[green]confirmed by the app[/]" if check.passed else "[red]NOT confirmed by the app[/]"
+        )
         console.print(f"{escape(check.goal)}: {verdict} ({escape(check.detail)}; {agent_says})")
     console.print(f"report: {result.report.resolve()}")
     raise typer.Exit(result.exit_code)

@@ -22,21 +22,31 @@ class Context:
     )
     base_url: str | None = field(
         default=None,
-        metadata={"description": "OpenAI-compatible endpoint; None uses OPENAI_BASE_URL or the SDK default."},
+        metadata={
+            "description": "OpenAI-compatible endpoint; None uses OPENAI_BASE_URL or the SDK default."
+        },
     )
-    llm_timeout_s: float = field(default=60.0, metadata={"description": "Per-call model timeout in seconds."})
+    llm_timeout_s: float = field(
+        default=60.0, metadata={"description": "Per-call model timeout in seconds."}
+    )
     llm_max_retries: int = field(
         default=2,
-        metadata={"description": "Retries of transient model errors (timeout, connection, 429, 5xx); the only retry layer."},
+        metadata={
+            "description": "Retries of transient model errors (timeout, connection, 429, 5xx); the only retry layer."
+        },
     )
     success_threshold: float = field(
         default=0.70, metadata={"description": "success = action_succeeded and confidence >= this."}
     )
     goal_threshold: float = field(
-        default=0.70, metadata={"description": "goal_achieved = task_completed and confidence >= this."}
+        default=0.70,
+        metadata={"description": "goal_achieved = task_completed and confidence >= this."},
     )
     low_confidence_threshold: float = field(
-        default=0.85, metadata={"description": "A completion below this confidence logs 'Low confidence completion'."}
+        default=0.85,
+        metadata={
+            "description": "A completion below this confidence logs 'Low confidence completion'."
+        },
     )
     max_corrections_per_step: int = field(
         default=3, metadata={"description": "Correction attempts on one step before replanning."}
@@ -48,7 +58,8 @@ class Context:
         default=40, metadata={"description": "Actions per task before the task fails."}
     )
     dom_context_chars: int = field(
-        default=8000, metadata={"description": "Size of the DOM window shown to refinement and action prompts."}
+        default=8000,
+        metadata={"description": "Size of the DOM window shown to refinement and action prompts."},
     )
 
     def __post_init__(self) -> None:

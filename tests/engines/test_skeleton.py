@@ -349,7 +349,15 @@ def test_malformed_skeleton_raises_a_clear_error(bad):
 def test_a_mostly_changed_descriptor_still_diffs_per_field():
     before = {"elements": {"f": {"tag": "input", "type": "text"}}, "alerts": {}}
     after = {
-        "elements": {"f": {"tag": "input", "type": "email", "value": "a@b.c", "disabled": True, "label": "Mail"}},
+        "elements": {
+            "f": {
+                "tag": "input",
+                "type": "email",
+                "value": "a@b.c",
+                "disabled": True,
+                "label": "Mail",
+            }
+        },
         "alerts": {},
     }
     assert diff_skeletons(before, after) == [

@@ -33,9 +33,36 @@ def test_benchmark_scores_engine_and_hash_rule_on_the_same_transitions(capsys) -
 
 
 def test_transitions_are_labelled_by_the_action_not_by_what_the_engine_saw() -> None:
-    noop = bench.Transition("t", "s", "timer_wait", "wait", effective=False, engine=True, hash_changed=True, witness=True)
-    hit = bench.Transition("t", "s", "effective", "click(1)", effective=True, engine=True, hash_changed=True, witness=False)
-    miss = bench.Transition("t", "s", "effective", "click(2)", effective=True, engine=False, hash_changed=True, witness=True)
+    noop = bench.Transition(
+        "t",
+        "s",
+        "timer_wait",
+        "wait",
+        effective=False,
+        engine=True,
+        hash_changed=True,
+        witness=True,
+    )
+    hit = bench.Transition(
+        "t",
+        "s",
+        "effective",
+        "click(1)",
+        effective=True,
+        engine=True,
+        hash_changed=True,
+        witness=False,
+    )
+    miss = bench.Transition(
+        "t",
+        "s",
+        "effective",
+        "click(2)",
+        effective=True,
+        engine=False,
+        hash_changed=True,
+        witness=True,
+    )
     engine = bench.score([noop, hit, miss], "engine")
     assert (engine.tp, engine.fp, engine.fn) == (1, 1, 1)
     assert engine.precision == 0.5 and engine.recall == 0.5

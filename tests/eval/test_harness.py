@@ -19,7 +19,18 @@ TASKS = "click-button,click-link,enter-text"
 
 
 def _eval(out, *extra: str):
-    args = ["miniwob", "--tasks", TASKS, "--episodes", "2", "--out", str(out), "--parallel", "2", *extra]
+    args = [
+        "miniwob",
+        "--tasks",
+        TASKS,
+        "--episodes",
+        "2",
+        "--out",
+        str(out),
+        "--parallel",
+        "2",
+        *extra,
+    ]
     return CliRunner().invoke(eval_app, args, catch_exceptions=False)
 
 
@@ -51,8 +62,13 @@ def test_the_false_claim_shows_up_as_a_false_completion(first_run) -> None:
     assert liar.claimed_done and liar.raw_reward <= 0 and not liar.success
     assert liar.verification_history[-1]["goal_achieved"] is True
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["confusion"] == {"done": {"success": 5, "failure": 1}, "not_done": {"success": 0, "failure": 0}}
-    assert summary["false_completions"] == 1 and summary["false_completion_rate"] == pytest.approx(1 / 6)
+    assert summary["confusion"] == {
+        "done": {"success": 5, "failure": 1},
+        "not_done": {"success": 0, "failure": 0},
+    }
+    assert summary["false_completions"] == 1 and summary["false_completion_rate"] == pytest.approx(
+        1 / 6
+    )
     assert "false completions" in result.output and "said done" in result.output
 
 
@@ -84,24 +100,32 @@ def test_resume_skips_finished_episodes_and_reruns_failed_ones(first_run, tmp_pa
 
 def test_bad_arguments_are_refused_before_anything_runs(tmp_path) -> None:
     runner = CliRunner()
-    unknown = runner.invoke(eval_app, ["miniwob", "--tasks", "click-nothing", "--out", str(tmp_path)])
+    unknown = runner.invoke(
+        eval_app, ["miniwob", "--tasks", "click-nothing", "--out", str(tmp_path)]
+    )
     assert unknown.exit_code == 2 and "click-nothing" in unknown.output
     neither = runner.invoke(eval_app, ["miniwob", "--out", str(tmp_path)])
     assert neither.exit_code == 2
-    claim = runner.invoke(eval_app, ["miniwob", "--tasks", "click-button", "--false-claim", "click-button"])
+    claim = runner.invoke(
+        eval_app, ["miniwob", "--tasks", "click-button", "--false-claim", "click-button"]
+    )
     assert claim.exit_code == 2 and "TASK:EPISODE" in claim.output
     assert not (tmp_path / EPISODES_FILE).exists()
 
 
 def test_a_real_model_is_never_started_by_accident(tmp_path) -> None:
-    result = CliRunner().invoke(eval_app, ["miniwob", "--tasks", "click-button", "--no-scripted", "--out", str(tmp_path)])
+    result = CliRunner().invoke(
+        eval_app, ["miniwob", "--tasks", "click-button", "--no-scripted", "--out", str(tmp_path)]
+    )
     assert result.exit_code == 2 and "OPENAI_API_KEY" in result.output
     assert not (tmp_path / EPISODES_FILE).exists()
 
 
 @pytest.mark.live
 def test_a_real_model_runs_unchanged(tmp_path) -> None:
-    result = CliRunner().invoke(eval_app, ["miniwob", "--tasks", "click-button", "--no-scripted", "--out", str(tmp_path)])
+    result = CliRunner().invoke(
+        eval_app, ["miniwob", "--tasks", "click-button", "--no-scripted", "--out", str(tmp_path)]
+    )
     assert result.exit_code == 0, result.output
     (record,) = load_records(tmp_path)
     assert record.error is None and record.model != "scripted" and record.model_calls > 0

@@ -24,13 +24,21 @@ def _outputs(nb) -> str:
 @pytest.mark.parametrize("name", ["quickstart.ipynb", "miniwob_eval.ipynb"])
 def test_notebook_is_stored_clean_and_runs(name: str, tmp_path: Path) -> None:
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-    assert all(not cell.get("outputs") for cell in nb.cells if cell.cell_type == "code"), "store notebooks without outputs"
-    NotebookClient(nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert all(not cell.get("outputs") for cell in nb.cells if cell.cell_type == "code"), (
+        "store notebooks without outputs"
+    )
+    NotebookClient(
+        nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     text = _outputs(nb)
     if name == "quickstart.ipynb":
         assert "graph TD" in text or "flowchart" in text  # the Mermaid drawing
         assert "agent status: completed" in text and "'Jas'" in text
-        assert "model=False" in text and "model=True" in text  # a fast no-change failure and model verdicts
+        assert (
+            "model=False" in text and "model=True" in text
+        )  # a fast no-change failure and model verdicts
     else:
         assert "'done': {'success': 5, 'failure': 1}" in text
-        assert any(o.get("data", {}).get("image/png") for c in nb.cells for o in c.get("outputs", []))
+        assert any(
+            o.get("data", {}).get("image/png") for c in nb.cells for o in c.get("outputs", [])
+        )

@@ -17,10 +17,18 @@ from veriloop.runners.miniwob_results import (
 )
 
 
-def _record(task: str, episode: int, *, reward: float | None, status: str, repeats: int = 1, **extra) -> EpisodeRecord:
+def _record(
+    task: str, episode: int, *, reward: float | None, status: str, repeats: int = 1, **extra
+) -> EpisodeRecord:
     return EpisodeRecord(
-        task=task, episode=episode, seed=f"0:{task}:{episode}", env_done=reward is not None,
-        raw_reward=reward or 0.0, agent_status=status, max_repeats=repeats, **extra,
+        task=task,
+        episode=episode,
+        seed=f"0:{task}:{episode}",
+        env_done=reward is not None,
+        raw_reward=reward or 0.0,
+        agent_status=status,
+        max_repeats=repeats,
+        **extra,
     )
 
 
@@ -28,20 +36,31 @@ def test_confusion_matrix_crosses_the_agents_claim_with_the_pages_reward() -> No
     records = [
         _record("a", 0, reward=1.0, status="completed"),  # true completion
         _record("a", 1, reward=-1.0, status="completed"),  # false completion: said done, reward < 0
-        _record("b", 0, reward=None, status="completed"),  # false completion: said done, episode not over
+        _record(
+            "b", 0, reward=None, status="completed"
+        ),  # false completion: said done, episode not over
         _record("b", 1, reward=1.0, status="executing"),  # missed completion
         _record("b", 2, reward=-1.0, status="failed", repeats=3),  # honest failure, looped
         _record("b", 3, reward=0.0, status="executing"),  # reward 0 is not success
     ]
     summary = summarize(records)
-    assert summary.confusion == {"done": {"success": 1, "failure": 2}, "not_done": {"success": 1, "failure": 2}}
+    assert summary.confusion == {
+        "done": {"success": 1, "failure": 2},
+        "not_done": {"success": 1, "failure": 2},
+    }
     assert summary.successes == 2 and summary.success_rate == pytest.approx(2 / 6)
     assert summary.false_completions == 2 and summary.false_completion_rate == pytest.approx(2 / 3)
-    assert summary.missed_completions == 1 and summary.missed_completion_rate == pytest.approx(1 / 2)
+    assert summary.missed_completions == 1 and summary.missed_completion_rate == pytest.approx(
+        1 / 2
+    )
     assert summary.loops == 1 and summary.loop_rate == pytest.approx(1 / 6)
     per_task = {t.task: t for t in summary.per_task}
     assert (per_task["a"].successes, per_task["a"].false_completions) == (1, 1)
-    assert (per_task["b"].claimed, per_task["b"].missed_completions, per_task["b"].loops) == (1, 1, 1)
+    assert (per_task["b"].claimed, per_task["b"].missed_completions, per_task["b"].loops) == (
+        1,
+        1,
+        1,
+    )
 
 
 def test_rates_without_claims_or_successes_are_not_applicable() -> None:
@@ -72,7 +91,11 @@ def test_records_survive_a_torn_last_line_and_the_latest_record_wins(tmp_path) -
 
 
 def test_report_files_carry_the_figures(tmp_path) -> None:
-    records = [_record("click-link", 0, reward=-1.0, status="completed", utterance='Click on the link "x|y".')]
+    records = [
+        _record(
+            "click-link", 0, reward=-1.0, status="completed", utterance='Click on the link "x|y".'
+        )
+    ]
     paths = write_report(tmp_path, summarize(records), records)
     assert json.loads(paths["summary"].read_text())["false_completions"] == 1
     assert paths["plot"].read_bytes().startswith(b"\x89PNG")
@@ -80,4 +103,6 @@ def test_report_files_carry_the_figures(tmp_path) -> None:
     assert "| agent said done | 0 | 1 |" in markdown
     assert "x\\|y" in markdown  # a pipe in page text does not break the table
     html = paths["html"].read_text()
-    assert "data:image/png;base64," in html and "<td>agent said done</td><td>0</td><td>1</td>" in html
+    assert (
+        "data:image/png;base64," in html and "<td>agent said done</td><td>0</td><td>1</td>" in html
+    )

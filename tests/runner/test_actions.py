@@ -96,8 +96,10 @@ def test_scroll_directions_and_element(controls: PageSession) -> None:
     _do(controls, 'scroll("top")')
     assert controls.page.evaluate(scroll_y) == 0
     _do(controls, f"scroll({_vid(controls, 'far-button')})")
-    assert controls.page.evaluate("() => { const r = document.getElementById('far-button').getBoundingClientRect();"
-                                  " return r.top >= 0 && r.bottom <= window.innerHeight; }")
+    assert controls.page.evaluate(
+        "() => { const r = document.getElementById('far-button').getBoundingClientRect();"
+        " return r.top >= 0 && r.bottom <= window.innerHeight; }"
+    )
 
 
 def test_wait_finish_and_fail_touch_nothing(controls: PageSession) -> None:

@@ -45,20 +45,37 @@ def _element(request: ScriptedRequest, html_id: str) -> int:
 def _act(request: ScriptedRequest) -> ActionChoice:
     if "checked" in _tag(request, "subscribe"):
         return ActionChoice(thought="save", action=f"click({_element(request, 'save')})")
-    return ActionChoice(thought="tick the box", action=f'setValue({_element(request, "subscribe")}, "true")')
+    return ActionChoice(
+        thought="tick the box", action=f'setValue({_element(request, "subscribe")}, "true")'
+    )
 
 
 def _script(server: ScriptedModelServer) -> None:
-    server.on("planning", lambda _r: PlanOutput(steps=[PlannedStep(description="Tick Subscribe and save")]))
+    server.on(
+        "planning",
+        lambda _r: PlanOutput(steps=[PlannedStep(description="Tick Subscribe and save")]),
+    )
     server.on("refinement", lambda _r: RefinedStep(instruction="Tick Subscribe, then press Save"))
     server.on("action", _act)
-    server.on("verification", lambda r: SemanticVerdict(
-        action_succeeded=True, task_completed="'Subscribed'" in r.text, confidence=0.9, reason="ok"))
+    server.on(
+        "verification",
+        lambda r: SemanticVerdict(
+            action_succeeded=True,
+            task_completed="'Subscribed'" in r.text,
+            confidence=0.9,
+            reason="ok",
+        ),
+    )
 
 
 def _veriloop(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "veriloop", *args], capture_output=True, text=True, timeout=180,
-                          env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [sys.executable, "-m", "veriloop", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 def test_run_writes_a_report_that_opens_in_chromium(
@@ -90,9 +107,13 @@ def test_run_writes_a_report_that_opens_in_chromium(
         session.close()
 
 
-def test_run_fails_with_exit_1_when_the_task_does_not_complete(scripted_model: ScriptedModelServer, pages_url: str) -> None:
+def test_run_fails_with_exit_1_when_the_task_does_not_complete(
+    scripted_model: ScriptedModelServer, pages_url: str
+) -> None:
     _script(scripted_model)
-    done = _veriloop("run", GOAL, "--url", f"{pages_url}/subscribe.html", "--max-steps", "1", "--no-screenshots")
+    done = _veriloop(
+        "run", GOAL, "--url", f"{pages_url}/subscribe.html", "--max-steps", "1", "--no-screenshots"
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "budget_exhausted" in done.stdout
 
@@ -121,9 +142,19 @@ def test_serve_then_run_against_it_over_http(
     _script(scripted_model)
     port = _free_port()
     service = subprocess.Popen(
-        [sys.executable, "-m", "veriloop", "serve", "--port", str(port),
-         "--database-url", f"sqlite:///{tmp_path / 'tasks.sqlite'}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "veriloop",
+            "serve",
+            "--port",
+            str(port),
+            "--database-url",
+            f"sqlite:///{tmp_path / 'tasks.sqlite'}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -138,7 +169,9 @@ def test_serve_then_run_against_it_over_http(
         agent = HttpAgent(base)
         session = browser.new_session()
         try:
-            result = run_task(GOAL, f"{pages_url}/subscribe.html", session=session, agent=agent, screenshots=False)
+            result = run_task(
+                GOAL, f"{pages_url}/subscribe.html", session=session, agent=agent, screenshots=False
+            )
         finally:
             session.close()
             agent.close()
@@ -148,4 +181,7 @@ def test_serve_then_run_against_it_over_http(
     assert result.status == "completed", result.error
     assert result.steps[-1].action == "finish()"
     # Tokens per step come from the service's task record and add up to what the model served.
-    assert sum(sum(u["calls"] for u in step.usage.values()) for step in result.steps) == scripted_model.calls()
+    assert (
+        sum(sum(u["calls"] for u in step.usage.values()) for step in result.steps)
+        == scripted_model.calls()
+    )

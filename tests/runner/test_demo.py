@@ -23,7 +23,9 @@ def test_demo_completes_and_the_app_confirms_it(tmp_path: Path, browser: Chromiu
             tmp_path / "report",
             model_server=server,
             browser=browser,
-            on_step=lambda _step: verification_calls_after_step.append(server.calls("verification")),
+            on_step=lambda _step: verification_calls_after_step.append(
+                server.calls("verification")
+            ),
         )
         assert server.unscripted == [] and server.errors == []
 
@@ -34,7 +36,11 @@ def test_demo_completes_and_the_app_confirms_it(tmp_path: Path, browser: Chromiu
 
     # The deliberate mistake: clicking the Patients tab that is already open.
     add = result.runs[0]
-    mistake = next(i for i, step in enumerate(add.steps) if step.thought == "Make sure the Patients section is open")
+    mistake = next(
+        i
+        for i, step in enumerate(add.steps)
+        if step.thought == "Make sure the Patients section is open"
+    )
     caught = add.steps[mistake + 1]
     assert caught.verification["success"] is False
     assert caught.verification["failureCategory"] == "no_effect"
@@ -46,20 +52,30 @@ def test_demo_completes_and_the_app_confirms_it(tmp_path: Path, browser: Chromiu
     assert add.steps[mistake + 2].verification["success"] is True
 
     assert result.report is not None and result.report.is_file()
-    assert len(list((tmp_path / "report" / "screenshots").glob("*.png"))) == sum(len(r.steps) for r in result.runs)
+    assert len(list((tmp_path / "report" / "screenshots").glob("*.png"))) == sum(
+        len(r.steps) for r in result.runs
+    )
 
 
 class _ClaimsSuccessEarly(DemoPlaybook):
     """A model that says the patient is added as soon as the name is typed (before Save)."""
 
     def verify(self, request: ScriptedRequest) -> SemanticVerdict:
-        return SemanticVerdict(action_succeeded=True, task_completed="Jas" in request.text, confidence=0.95,
-                               reason="The name is there, so the patient is added")
+        return SemanticVerdict(
+            action_succeeded=True,
+            task_completed="Jas" in request.text,
+            confidence=0.95,
+            reason="The name is there, so the patient is added",
+        )
 
 
-def test_demo_exit_status_comes_from_the_app_not_the_agent(tmp_path: Path, browser: ChromiumBrowser) -> None:
+def test_demo_exit_status_comes_from_the_app_not_the_agent(
+    tmp_path: Path, browser: ChromiumBrowser
+) -> None:
     with _ClaimsSuccessEarly().install(ScriptedModelServer()) as server:
-        result = run_demo(tmp_path / "report", goals=[ADD_PATIENT], model_server=server, browser=browser)
+        result = run_demo(
+            tmp_path / "report", goals=[ADD_PATIENT], model_server=server, browser=browser
+        )
     assert result.runs[0].status == "completed"  # the agent believed its model...
     assert result.checks[0].passed is False  # ...but the app has no patient Jas
     assert result.exit_code == 1

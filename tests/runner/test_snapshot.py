@@ -17,7 +17,11 @@ pytestmark = pytest.mark.browser
 def _ids(dom: str) -> dict[str, str]:
     """HTML id -> veriloop id of every numbered element in a snapshot."""
     root = lxml_html.fromstring(dom)
-    return {el.get("id"): el.get(ELEMENT_ID_ATTR) for el in root.iter() if el.get(ELEMENT_ID_ATTR) and el.get("id")}
+    return {
+        el.get("id"): el.get(ELEMENT_ID_ATTR)
+        for el in root.iter()
+        if el.get(ELEMENT_ID_ATTR) and el.get("id")
+    }
 
 
 def _element(dom: str, html_id: str):
@@ -29,14 +33,24 @@ def test_script_spells_the_page_contract_names(session: PageSession, pages_url: 
     assert re.search(r'const ELEMENT_ID_ATTR = "([^"]+)"', source).group(1) == ELEMENT_ID_ATTR
     assert re.search(r'const HIDDEN_ATTR = "([^"]+)"', source).group(1) == HIDDEN_ATTR
     session.goto(f"{pages_url}/controls.html")
-    names = session.page.evaluate("() => [window.__veriloop.ELEMENT_ID_ATTR, window.__veriloop.HIDDEN_ATTR]")
+    names = session.page.evaluate(
+        "() => [window.__veriloop.ELEMENT_ID_ATTR, window.__veriloop.HIDDEN_ATTR]"
+    )
     assert names == [ELEMENT_ID_ATTR, HIDDEN_ATTR]
 
 
 def test_ids_are_stable_and_never_reused(session: PageSession, pages_url: str) -> None:
     session.goto(f"{pages_url}/controls.html")
     first = _ids(session.snapshot(wait=False).dom)
-    assert {"counter-button", "name", "agree", "color", "editor", "to-other", "hidden-button"} <= first.keys()
+    assert {
+        "counter-button",
+        "name",
+        "agree",
+        "color",
+        "editor",
+        "to-other",
+        "hidden-button",
+    } <= first.keys()
     assert "heading" not in first  # static text is not numbered
     assert "clickable-div" in first and "inner" not in first  # cursor:pointer starts a target once
 
@@ -63,7 +77,9 @@ def test_ids_are_stable_and_never_reused(session: PageSession, pages_url: str) -
     assert int(third["copy"]) == highest + 2
 
 
-def test_live_state_goes_into_the_snapshot_and_the_skeleton(session: PageSession, pages_url: str) -> None:
+def test_live_state_goes_into_the_snapshot_and_the_skeleton(
+    session: PageSession, pages_url: str
+) -> None:
     session.goto(f"{pages_url}/controls.html")
     page = session.page
     page.fill("#name", "Jas")
@@ -81,7 +97,11 @@ def test_live_state_goes_into_the_snapshot_and_the_skeleton(session: PageSession
     assert _element(dom, "notes").text_content() == "allergic to penicillin"
     assert _element(dom, "agree").get("checked") is not None
     assert _element(dom, "plan-a").get("checked") is not None
-    assert [o.get("value") for o in _element(dom, "color").iter("option") if o.get("selected") is not None] == ["g"]
+    assert [
+        o.get("value")
+        for o in _element(dom, "color").iter("option")
+        if o.get("selected") is not None
+    ] == ["g"]
     assert _element(dom, "editor").text_content() == "typed text"
     assert _element(dom, "toggle").get("aria-pressed") == "true"
     assert "hunter2" not in dom  # passwords never leave the page
@@ -110,7 +130,9 @@ def test_unrendered_elements_are_marked_hidden(session: PageSession, pages_url: 
     elements = extract_semantic_skeleton(dom)["elements"]
     ids = _ids(dom)
     assert ids["hidden-button"] not in elements and ids["counter-button"] in elements
-    assert session.page.get_attribute("#gone", HIDDEN_ATTR) is None  # never written to the live page
+    assert (
+        session.page.get_attribute("#gone", HIDDEN_ATTR) is None
+    )  # never written to the live page
 
 
 def _after(session: PageSession, selector: str, **snapshot_options):
@@ -124,21 +146,33 @@ def test_witness_fetch_only_action(session: PageSession, pages_url: str) -> None
     session.goto(f"{pages_url}/witness.html")
     seen = _after(session, "#fetch-only").client_observations
     assert session.page.evaluate("() => window.lastPing") == {"pong": True}
-    assert (seen.did_network_occur, seen.did_dom_mutate, seen.did_url_change) == (True, False, False)
+    assert (seen.did_network_occur, seen.did_dom_mutate, seen.did_url_change) == (
+        True,
+        False,
+        False,
+    )
 
 
 def test_witness_no_op_click_on_a_ticking_page(session: PageSession, pages_url: str) -> None:
     session.goto(f"{pages_url}/witness.html")
     ticks_before = session.page.evaluate("() => ticks")
     seen = _after(session, "#no-op").client_observations
-    assert session.page.evaluate("() => ticks") > ticks_before + 1  # the clock kept ticking meanwhile
-    assert (seen.did_network_occur, seen.did_dom_mutate, seen.did_url_change) == (False, False, False)
+    assert (
+        session.page.evaluate("() => ticks") > ticks_before + 1
+    )  # the clock kept ticking meanwhile
+    assert (seen.did_network_occur, seen.did_dom_mutate, seen.did_url_change) == (
+        False,
+        False,
+        False,
+    )
 
 
 def test_witness_ignores_its_own_numbering(session: PageSession, pages_url: str) -> None:
     session.goto(f"{pages_url}/witness.html")
     session.snapshot()
-    session.page.evaluate("() => document.body.append(Object.assign(document.createElement('button'), {id: 'late'}))")
+    session.page.evaluate(
+        "() => document.body.append(Object.assign(document.createElement('button'), {id: 'late'}))"
+    )
     session.mark_action()  # the button arrived before the action; numbering it now is not the action's effect
     after = session.snapshot()
     assert "late" in _ids(after.dom)
@@ -151,10 +185,14 @@ def test_witness_navigation(session: PageSession, pages_url: str) -> None:
     seen = seen_snapshot.client_observations
     assert seen_snapshot.url.endswith("/other.html")
     assert seen.did_url_change is True
-    assert seen.did_network_occur is True and seen.did_dom_mutate is True  # a new document was loaded
+    assert (
+        seen.did_network_occur is True and seen.did_dom_mutate is True
+    )  # a new document was loaded
 
 
-def test_navigation_witnessed_without_the_runner_passing_the_url(session: PageSession, pages_url: str) -> None:
+def test_navigation_witnessed_without_the_runner_passing_the_url(
+    session: PageSession, pages_url: str
+) -> None:
     # An extension may not know the old URL: the mark left in sessionStorage survives the navigation.
     session.goto(f"{pages_url}/witness.html")
     session.snapshot()
@@ -164,11 +202,15 @@ def test_navigation_witnessed_without_the_runner_passing_the_url(session: PageSe
     assert after.url.endswith("/other.html") and after.client_observations.did_url_change is True
 
 
-def test_stability_waits_for_a_page_that_mutates_for_a_second(session: PageSession, pages_url: str) -> None:
+def test_stability_waits_for_a_page_that_mutates_for_a_second(
+    session: PageSession, pages_url: str
+) -> None:
     session.goto(f"{pages_url}/witness.html")
     after = _after(session, "#mutate-1s")
     items = lxml_html.fromstring(after.dom).get_element_by_id("items").findall("li")
-    assert [li.text for li in items][-1] == "item 10" and len(items) == 10  # captured after it settled
+    assert [li.text for li in items][-1] == "item 10" and len(
+        items
+    ) == 10  # captured after it settled
     assert after.settled is True
     assert after.client_observations.did_dom_mutate is True
 
@@ -180,11 +222,16 @@ def test_quiet_page_still_waits_the_minimum(session: PageSession, pages_url: str
     assert snap.settled is True and snap.stability_wait_ms >= 500
 
 
-def test_stability_gives_up_on_a_page_that_never_settles(session: PageSession, pages_url: str) -> None:
+def test_stability_gives_up_on_a_page_that_never_settles(
+    session: PageSession, pages_url: str
+) -> None:
     session.goto(f"{pages_url}/witness.html")
     after = _after(session, "#never-settle")
     assert after.settled is False
     assert after.stability_wait_ms >= 5000  # returned at the cap, not before
     count_in_snapshot = int(_element(after.dom, "busy").get("data-count"))
     assert count_in_snapshot >= 40  # it kept mutating the whole time (one per 100 ms)
-    assert session.page.evaluate("() => Number(document.getElementById('busy').dataset.count)") >= count_in_snapshot
+    assert (
+        session.page.evaluate("() => Number(document.getElementById('busy').dataset.count)")
+        >= count_in_snapshot
+    )

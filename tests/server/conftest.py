@@ -20,7 +20,9 @@ from veriloop.llm.scripted import ANY_PURPOSE, ScriptedModelServer
 from veriloop.server.app import create_app
 from veriloop.server.settings import Settings
 
-sys.path.insert(0, str(Path(__file__).parent))  # importlib mode: let the tests import service_testkit
+sys.path.insert(
+    0, str(Path(__file__).parent)
+)  # importlib mode: let the tests import service_testkit
 
 from service_testkit import KEYS, PG_URL, REPO, Playbook, ProcessServer, Server, free_port  # noqa: E402
 
@@ -43,7 +45,9 @@ def thread_server() -> Iterator:
 
     def start(settings: Settings) -> Server:
         port = free_port()
-        server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
+        server = uvicorn.Server(
+            uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+        )
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         started.append((server, thread))
@@ -90,7 +94,9 @@ def process_servers(scripted_model: ScriptedModelServer) -> Iterator:
 @pytest.fixture(scope="session")
 def postgres_ready() -> str:
     """The test database exists and answers (never skip: CI guarantees PostgreSQL; fail loudly)."""
-    subprocess.run(["bash", str(REPO / "scripts/ensure_postgres.sh"), PG_URL], check=True, capture_output=True)
+    subprocess.run(
+        ["bash", str(REPO / "scripts/ensure_postgres.sh"), PG_URL], check=True, capture_output=True
+    )
     return PG_URL
 
 
@@ -102,7 +108,9 @@ def pg_url(postgres_ready: str) -> Iterator[str]:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     yield f"{postgres_ready}?options=-csearch_path%3D{schema}"
     with psycopg.connect(postgres_ready, autocommit=True) as conn:
-        conn.execute("SET lock_timeout = '30s'")  # fail loudly rather than wait on a stuck server forever
+        conn.execute(
+            "SET lock_timeout = '30s'"
+        )  # fail loudly rather than wait on a stuck server forever
         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
@@ -110,5 +118,3 @@ def pg_url(postgres_ready: str) -> Iterator[str]:
 def sqlite_settings(tmp_path: Path) -> Settings:
     """Settings of a keyed service on a fresh SQLite file."""
     return Settings(database_url=f"sqlite:///{tmp_path / 'veriloop.sqlite'}", api_keys=KEYS)
-
-

@@ -34,7 +34,9 @@ from veriloop.schemas.page_contract import ELEMENT_ID_ATTR
 from veriloop.server.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
-PG_URL = os.environ.get("VERILOOP_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/veriloop_test")
+PG_URL = os.environ.get(
+    "VERILOOP_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/veriloop_test"
+)
 KEYS = {"key-a": "tenant_a", "key-b": "tenant_b"}
 GOAL = re.compile(r"Press button (\d+) exactly (\d+) times \[([0-9a-z-]+)\]")
 
@@ -78,22 +80,36 @@ class Playbook:
 
     def __call__(self, request: ScriptedRequest) -> Any:
         match = GOAL.search(request.text)
-        if match is None:  # a goal this playbook does not know (fuzzing): a harmless one-step answer
+        if (
+            match is None
+        ):  # a goal this playbook does not know (fuzzing): a harmless one-step answer
             button, times, tag = 1, 1, "other"
         else:
             button, times, tag = int(match[1]), int(match[2]), match[3]
         purpose = request.purpose
         if purpose == "planning":
-            return PlanOutput(steps=[PlannedStep(description=f"Press button {button}", expected_outcome="counter +1")] * times)
+            return PlanOutput(
+                steps=[
+                    PlannedStep(description=f"Press button {button}", expected_outcome="counter +1")
+                ]
+                * times
+            )
         if purpose == "refinement":
             return RefinedStep(instruction=f"Click button {button}", target_element_id=button)
         if purpose == "action":
-            return ActionChoice(thought=f"press {button}", action=f"click({button})" if match else "wait(0.1)")
+            return ActionChoice(
+                thought=f"press {button}", action=f"click({button})" if match else "wait(0.1)"
+            )
         if purpose == "verification":
             with self.lock:
                 self.verdicts[tag] += 1
                 done = self.verdicts[tag] >= times
-            return SemanticVerdict(action_succeeded=True, task_completed=done, confidence=0.95, reason="counter went up")
+            return SemanticVerdict(
+                action_succeeded=True,
+                task_completed=done,
+                confidence=0.95,
+                reason="counter went up",
+            )
         if purpose == "correction":
             return CorrectionChoice(strategy="retry_with_delay", thought="wait and retry")
         if purpose == "replanning":
@@ -151,7 +167,11 @@ class ProcessServer:
         """Start the process (returns at once; see ``ready``)."""
         code = f"from veriloop.server.main import serve; serve('127.0.0.1', {self.port}, 1, {self.database_url!r})"
         self.process = subprocess.Popen(
-            [sys.executable, "-c", code], env=self.env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            [sys.executable, "-c", code],
+            env=self.env,
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         return self
 
@@ -160,7 +180,9 @@ class ProcessServer:
         assert self.process is not None
         deadline = time.monotonic() + 60
         while True:
-            assert self.process.poll() is None, f"server exited: {self.process.stderr.read().decode()[-3000:]}"
+            assert self.process.poll() is None, (
+                f"server exited: {self.process.stderr.read().decode()[-3000:]}"
+            )
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
                     return self
@@ -204,20 +226,26 @@ def read_head(database_url: str, task_id: str) -> dict[str, Any] | None:
             async with AsyncPostgresSaver.from_conn_string(database_url) as saver:
                 found = await saver.aget_tuple(config)
         else:
-            async with AsyncSqliteSaver.from_conn_string(database_url.removeprefix("sqlite:///")) as saver:
+            async with AsyncSqliteSaver.from_conn_string(
+                database_url.removeprefix("sqlite:///")
+            ) as saver:
                 found = await saver.aget_tuple(config)
         return None if found is None else found.checkpoint["channel_values"]
 
     return asyncio.run(read())
 
 
-def drive(client: Client, button: int, presses: int, **first: Any) -> tuple[str, list[dict[str, Any]]]:
+def drive(
+    client: Client, button: int, presses: int, **first: Any
+) -> tuple[str, list[dict[str, Any]]]:
     """Run a task to its end from the client side: every answer's action is 'executed' by pressing."""
     answers = [client.interact(observation(button, 0, query=goal(button, presses), **first)).json()]
     task_id = answers[0]["taskId"]
     while answers[-1]["status"] == "executing":
         done = len(answers)
-        response = client.interact(observation(button, done, taskId=task_id, stepIndex=answers[-1]["stepIndex"]))
+        response = client.interact(
+            observation(button, done, taskId=task_id, stepIndex=answers[-1]["stepIndex"])
+        )
         assert response.status_code == 200, response.text
         answers.append(response.json())
     return task_id, answers

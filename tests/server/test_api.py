@@ -35,7 +35,11 @@ def test_a_task_runs_to_finish_with_one_verification_per_action(api, scripted_mo
     assert all(v["success"] and v["confidence"] == 0.95 for v in verdicts)
 
     detail = client.detail(task_id)
-    assert detail["status"] == "completed" and detail["stepIndex"] == 3 and detail["sessionId"] == "tab-1"
+    assert (
+        detail["status"] == "completed"
+        and detail["stepIndex"] == 3
+        and detail["sessionId"] == "tab-1"
+    )
     # Each action carries the page it was chosen on: the observation sent with that request.
     assert [(a["stepIndex"], a["action"], a["beforeState"]["url"]) for a in detail["actions"]] == [
         (i, "finish()" if i == 3 else "click(7)", observation(7, i)["url"]) for i in range(4)
@@ -58,7 +62,12 @@ def test_recovery_endpoint_finds_the_sessions_active_task(api):
     assert found.json()["taskId"] == first["taskId"] and found.json()["stepIndex"] == 1
     assert client.get("/api/session/tab-9/task/active").json()["taskId"] == first["taskId"]
     # Another origin, another session, another tenant: nothing to resume.
-    assert client.get("/api/session/tab-9/task/active", params={"url": "https://elsewhere.test/"}).status_code == 404
+    assert (
+        client.get(
+            "/api/session/tab-9/task/active", params={"url": "https://elsewhere.test/"}
+        ).status_code
+        == 404
+    )
     assert client.get("/api/session/tab-0/task/active").status_code == 404
     assert api.client("key-b").get("/api/session/tab-9/task/active").status_code == 404
 
@@ -91,7 +100,10 @@ def test_tenants_cannot_read_or_advance_each_others_tasks(api, sqlite_settings):
 
 def test_no_keys_means_one_local_tenant_announced_loudly(thread_server, tmp_path, playbook, caplog):
     server = thread_server(Settings(database_url=f"sqlite:///{tmp_path / 'open.sqlite'}"))
-    assert any("NO API KEYS CONFIGURED" in r.getMessage() and LOCAL_TENANT in r.getMessage() for r in caplog.records)
+    assert any(
+        "NO API KEYS CONFIGURED" in r.getMessage() and LOCAL_TENANT in r.getMessage()
+        for r in caplog.records
+    )
     answer = server.client(None).interact(observation(2, 0, query=goal(2, 1)))
     assert answer.status_code == 200
     assert server.client("any-key").detail(answer.json()["taskId"])["status"] == "executing"
@@ -112,7 +124,11 @@ def small(thread_server, sqlite_settings, playbook):
 BAD_BODIES = {
     "missing dom": ({"url": "http://app.test/"}, 422, "dom"),
     "url not a string": ({"url": 12, "dom": "<p/>"}, 422, "url"),
-    "clientObservations wrong type": ({"url": "u", "dom": "<p/>", "clientObservations": {"didDomMutate": "often"}}, 422, "didDomMutate"),
+    "clientObservations wrong type": (
+        {"url": "u", "dom": "<p/>", "clientObservations": {"didDomMutate": "often"}},
+        422,
+        "didDomMutate",
+    ),
     "negative stepIndex": ({"url": "u", "dom": "<p/>", "stepIndex": -1}, 422, "stepIndex"),
     "dom over the limit": ({"url": "u", "dom": "x" * 20_001}, 413, "20000 bytes"),
     "unknown task": ({"url": "u", "dom": "<p/>", "taskId": "no-such-task"}, 404, "no-such-task"),
@@ -149,7 +165,8 @@ def test_a_new_task_needs_a_goal(small):
 def test_a_body_far_over_the_limit_is_refused_before_parsing(small):
     _, client, task_id = small
     response = client.post(
-        "/api/agent/interact", content=b'{"url": "u", "dom": "' + b"x" * 200_000 + b'"}',
+        "/api/agent/interact",
+        content=b'{"url": "u", "dom": "' + b"x" * 200_000 + b'"}',
         headers={"Content-Type": "application/json"},
     )
     assert response.status_code == 413 and "limit" in response.json()["detail"]
@@ -159,7 +176,13 @@ def test_a_body_far_over_the_limit_is_refused_before_parsing(small):
 def test_a_finished_task_answers_409_with_its_status(small, sqlite_settings, scripted_model, final):
     server, client, task_id = small
     if final == "failed":
-        impossible = SemanticVerdict(action_succeeded=False, task_completed=False, confidence=0.9, reason="gone", impossible=True)
+        impossible = SemanticVerdict(
+            action_succeeded=False,
+            task_completed=False,
+            confidence=0.9,
+            reason="gone",
+            impossible=True,
+        )
         scripted_model.script("verification", impossible)
         last = client.interact(observation(9, 1, taskId=task_id)).json()
     else:
@@ -187,7 +210,10 @@ def test_provider_down_answers_503_and_the_same_request_then_makes_exactly_one_s
     down = client.interact(request)
     assert down.status_code == 503
     assert int(down.headers["Retry-After"]) > 0
-    assert "unchanged" in down.json()["detail"] and "send the same request again" in down.json()["detail"]
+    assert (
+        "unchanged" in down.json()["detail"]
+        and "send the same request again" in down.json()["detail"]
+    )
     assert read_head(sqlite_settings.database_url, task_id) == before
     assert client.detail(task_id)["stepIndex"] == 0
 
@@ -200,7 +226,9 @@ def test_provider_down_answers_503_and_the_same_request_then_makes_exactly_one_s
     assert "verification_history" not in before
 
 
-def test_a_step_is_committed_by_its_index_entry_and_a_failed_commit_changes_nothing(small, sqlite_settings, monkeypatch):
+def test_a_step_is_committed_by_its_index_entry_and_a_failed_commit_changes_nothing(
+    small, sqlite_settings, monkeypatch
+):
     """The graph has already saved the new checkpoint when the index write fails (as if killed right then)."""
     server, client, task_id = small
     before = read_head(sqlite_settings.database_url, task_id)

@@ -12,7 +12,9 @@ from service_testkit import goal, observation, read_head
 from veriloop.llm.scripted import Delay
 from veriloop.schemas.outputs import SemanticVerdict
 
-STEP_DONE = SemanticVerdict(action_succeeded=True, task_completed=False, confidence=0.9, reason="pressed")
+STEP_DONE = SemanticVerdict(
+    action_succeeded=True, task_completed=False, confidence=0.9, reason="pressed"
+)
 
 
 @pytest.fixture
@@ -26,7 +28,9 @@ def concurrently(send, bodies):
 
 
 @pytest.mark.parametrize("retry_key", ["requestId", "stepIndex"])
-def test_concurrent_duplicates_make_one_step_and_get_one_answer(api, scripted_model, sqlite_settings, retry_key):
+def test_concurrent_duplicates_make_one_step_and_get_one_answer(
+    api, scripted_model, sqlite_settings, retry_key
+):
     client = api.client()
     task_id = client.interact(observation(4, 0, query=goal(4, 5))).json()["taskId"]
     # The first request holds the task for a while; the duplicates arrive meanwhile.
@@ -47,13 +51,16 @@ def test_concurrent_duplicates_make_one_step_and_get_one_answer(api, scripted_mo
     assert client.interact(body).text == responses[0].text
 
 
-def test_a_second_observation_waits_for_the_first_and_becomes_the_next_step(api, scripted_model, sqlite_settings):
+def test_a_second_observation_waits_for_the_first_and_becomes_the_next_step(
+    api, scripted_model, sqlite_settings
+):
     client = api.client()
     task_id = client.interact(observation(4, 0, query=goal(4, 5))).json()["taskId"]
     scripted_model.script("verification", Delay(0.8, STEP_DONE))
 
     responses = concurrently(
-        lambda b: api.client().interact(b), [observation(4, 1, taskId=task_id), observation(4, 2, taskId=task_id)]
+        lambda b: api.client().interact(b),
+        [observation(4, 1, taskId=task_id), observation(4, 2, taskId=task_id)],
     )
 
     assert sorted(r.json()["stepIndex"] for r in responses) == [1, 2]
@@ -62,15 +69,21 @@ def test_a_second_observation_waits_for_the_first_and_becomes_the_next_step(api,
     assert [v["step_index"] for v in state["verification_history"]] == [0, 1]
 
 
-def test_waiting_past_the_lock_timeout_answers_409_and_changes_nothing(thread_server, sqlite_settings, playbook, scripted_model):
+def test_waiting_past_the_lock_timeout_answers_409_and_changes_nothing(
+    thread_server, sqlite_settings, playbook, scripted_model
+):
     server = thread_server(dataclasses.replace(sqlite_settings, lock_timeout_s=0.3))
     client = server.client()
     task_id = client.interact(observation(4, 0, query=goal(4, 5))).json()["taskId"]
     scripted_model.script("verification", Delay(2.0, STEP_DONE))
 
     with ThreadPoolExecutor(1) as pool:
-        slow = pool.submit(server.client().interact, observation(4, 1, taskId=task_id, requestId="slow"))
-        while scripted_model.calls("verification") == 0:  # the slow request holds the lock from now on
+        slow = pool.submit(
+            server.client().interact, observation(4, 1, taskId=task_id, requestId="slow")
+        )
+        while (
+            scripted_model.calls("verification") == 0
+        ):  # the slow request holds the lock from now on
             time.sleep(0.01)
         before = read_head(sqlite_settings.database_url, task_id)
         busy = client.interact(observation(4, 2, taskId=task_id, requestId="impatient"))

@@ -16,17 +16,36 @@ from veriloop.schemas.outputs import SemanticVerdict
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_kill_9_mid_request_then_restart_continues_the_same_task(backend, tmp_path, request):
     # The schema fixture comes before the servers, so it is dropped after they stop.
-    database_url = f"sqlite:///{tmp_path / 'tasks.sqlite'}" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    database_url = (
+        f"sqlite:///{tmp_path / 'tasks.sqlite'}"
+        if backend == "sqlite"
+        else request.getfixturevalue("pg_url")
+    )
     process_servers = request.getfixturevalue("process_servers")
     scripted_model = request.getfixturevalue("scripted_model")
     request.getfixturevalue("playbook")
     server = process_servers(database_url)
     client = server.client()
-    task_id = client.interact(observation(6, 0, query=goal(6, 3), sessionId="tab-1")).json()["taskId"]
-    assert client.interact(observation(6, 1, taskId=task_id, stepIndex=0, requestId="r1")).json()["stepIndex"] == 1
+    task_id = client.interact(observation(6, 0, query=goal(6, 3), sessionId="tab-1")).json()[
+        "taskId"
+    ]
+    assert (
+        client.interact(observation(6, 1, taskId=task_id, stepIndex=0, requestId="r1")).json()[
+            "stepIndex"
+        ]
+        == 1
+    )
 
     # The third request is in the middle of its run (the model is answering) when the process dies.
-    scripted_model.script("verification", Delay(60, SemanticVerdict(action_succeeded=True, task_completed=True, confidence=1, reason="never sent")))
+    scripted_model.script(
+        "verification",
+        Delay(
+            60,
+            SemanticVerdict(
+                action_succeeded=True, task_completed=True, confidence=1, reason="never sent"
+            ),
+        ),
+    )
     in_flight = observation(6, 2, taskId=task_id, stepIndex=1, requestId="r2")
     lost: list[BaseException] = []
     sender = threading.Thread(target=lambda: _expect_lost(server.client(), in_flight, lost))

@@ -23,11 +23,17 @@ def test_remote_runnable_drives_a_task_to_finish(api):
         presses = len(answers)
         # A thread id in the config is not how a task is named: the input's taskId is.
         config = {"configurable": {"thread_id": "somebody-else"}}
-        answers.append(agent.invoke(observation(8, presses, taskId=task_id, stepIndex=answers[-1]["stepIndex"]), config))
+        answers.append(
+            agent.invoke(
+                observation(8, presses, taskId=task_id, stepIndex=answers[-1]["stepIndex"]), config
+            )
+        )
 
     assert [a["action"] for a in answers] == ["click(8)", "click(8)", "finish()"]
     assert [a["taskId"] for a in answers] == [task_id] * 3
-    assert answers[-1]["status"] == "completed" and answers[-1]["verification"]["goalAchieved"] is True
+    assert (
+        answers[-1]["status"] == "completed" and answers[-1]["verification"]["goalAchieved"] is True
+    )
     # The HTTP API sees the same task, step for step.
     detail = api.client("key-a").detail(task_id)
     assert [a["action"] for a in detail["actions"]] == ["click(8)", "click(8)", "finish()"]

@@ -13,7 +13,9 @@ from veriloop.schemas.outputs import SemanticVerdict
 
 
 @pytest.fixture
-def pair(pg_url, process_servers, playbook):  # pg_url first: its schema is dropped after the servers stop
+def pair(
+    pg_url, process_servers, playbook
+):  # pg_url first: its schema is dropped after the servers stop
     """Two processes started together on one fresh schema (their set-up runs concurrently)."""
     return process_servers(pg_url, count=2)
 
@@ -24,7 +26,11 @@ def test_a_task_started_on_one_process_continues_on_the_other(pair):
     task_id = answers[0]["taskId"]
     for presses in range(1, 5):
         client = (b, a)[presses % 2]
-        answers.append(client.interact(observation(3, presses, taskId=task_id, stepIndex=answers[-1]["stepIndex"])).json())
+        answers.append(
+            client.interact(
+                observation(3, presses, taskId=task_id, stepIndex=answers[-1]["stepIndex"])
+            ).json()
+        )
 
     assert [x["action"] for x in answers] == ["click(3)"] * 4 + ["finish()"]
     assert a.detail(task_id) == b.detail(task_id)
@@ -38,7 +44,13 @@ def test_concurrent_duplicates_on_both_processes_make_one_step(pair, scripted_mo
     # The first duplicate to take the lock holds it while its model call is slow; the others queue
     # on the advisory lock (across processes) and then find the stored answer.
     scripted_model.script(
-        "verification", Delay(1.0, SemanticVerdict(action_succeeded=True, task_completed=False, confidence=0.9, reason="ok"))
+        "verification",
+        Delay(
+            1.0,
+            SemanticVerdict(
+                action_succeeded=True, task_completed=False, confidence=0.9, reason="ok"
+            ),
+        ),
     )
     key = {"requestId": "retry-me"} if retry_key == "requestId" else {"stepIndex": 0}
     body = observation(5, 1, taskId=task_id, **key)
@@ -60,11 +72,19 @@ def test_twenty_tasks_ten_steps_each_across_two_processes(pair):
     def run_task(n: int) -> tuple[int, str, list[dict]]:
         button = 100 + n
         clients = [server.client() for server in pair]
-        answers = [clients[n % 2].interact(observation(button, 0, query=goal(button, presses))).json()]
+        answers = [
+            clients[n % 2].interact(observation(button, 0, query=goal(button, presses))).json()
+        ]
         task_id = answers[0]["taskId"]
         while answers[-1]["status"] == "executing" and len(answers) <= presses + 1:
             step = len(answers)
-            body = observation(button, step, taskId=task_id, stepIndex=answers[-1]["stepIndex"], requestId=f"{n}-{step}")
+            body = observation(
+                button,
+                step,
+                taskId=task_id,
+                stepIndex=answers[-1]["stepIndex"],
+                requestId=f"{n}-{step}",
+            )
             response = clients[(n + step) % 2].interact(body)
             assert response.status_code == 200, response.text
             answers.append(response.json())
@@ -82,11 +102,14 @@ def test_twenty_tasks_ten_steps_each_across_two_processes(pair):
         detail = reader.detail(task_id)
         assert detail["status"] == "completed"
         # The full history, each action with the page its own client sent for that step.
-        assert [(x["stepIndex"], x["action"], x["beforeState"]["url"]) for x in detail["actions"]] == [
-            (i, expected[i], observation(button, i)["url"]) for i in range(presses + 1)
-        ]
+        assert [
+            (x["stepIndex"], x["action"], x["beforeState"]["url"]) for x in detail["actions"]
+        ] == [(i, expected[i], observation(button, i)["url"]) for i in range(presses + 1)]
         assert [v["stepIndex"] for v in detail["verifications"]] == list(range(presses))
-        assert all(f"Press {button} (pressed" in " ".join(v["observations"]) for v in detail["verifications"])
+        assert all(
+            f"Press {button} (pressed" in " ".join(v["observations"])
+            for v in detail["verifications"]
+        )
 
 
 def _client_for(pair, url):
