@@ -1,10 +1,12 @@
 """What the HTTP service costs per step on top of the bare graph, measured side by side in one run.
 
-(a) bare ``graph.invoke`` with InMemorySaver, (b) the service on SQLite,
-(c) the service on PostgreSQL; each with 1 and 20 concurrent clients. The
-model is the scripted loopback server answering instantly; the page is the
-median-size page of the shared HTML corpus (read at run time) with a counter
-button added, so every step is a real verification plus a real next action.
+(a) bare ``graph.invoke`` with InMemorySaver, doing the service's work (durability
+"exit": one checkpoint per run; the answer from the run's values), (b) the service
+on SQLite, (c) the service on PostgreSQL; each with 1 and 20 concurrent clients
+(with one client the three take turns task by task). The model is the scripted
+loopback server answering instantly; the page is the median-size page of the
+shared HTML corpus (read at run time) with a counter button added, so every step
+is a real verification plus a real next action.
 
     python -m benchmarks.service_overhead [--steps-per-task 10] [--tasks-1c 6] [--postgres-url URL]
 
@@ -15,6 +17,7 @@ Last line: ``RESULT p50_overhead_ms_sqlite=.. p50_overhead_ms_postgres=.. steps_
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import statistics
@@ -101,13 +104,13 @@ def bare_step(html: str) -> Step:
     def step(task_id: str | None, n: int) -> str:
         request = InteractRequest.model_validate(observation(html, task_id, n))
         tid = task_id or uuid.uuid4().hex
-        graph.invoke(
+        # The service's own work: one checkpoint at the end of the run, the answer from its values.
+        values = graph.invoke(
             observation_to_input(request, tid, new_task=task_id is None),
             {"configurable": {"thread_id": tid}},
+            durability="exit",
         )
-        return state_to_response(
-            graph.get_state({"configurable": {"thread_id": tid}}).values
-        ).task_id
+        return state_to_response(values).task_id
 
     return step
 
@@ -228,20 +231,28 @@ def main() -> None:
                     html, f"{args.postgres_url}?options=-csearch_path%3D{schema}", model.base_url
                 ),
             }
-            for target, open_target in targets.items():
-                step, service = open_target()
-                try:
-                    run(step, 1, 1, 3)  # warm-up: imports, connections, first plan
-                    for clients, tasks in ((1, args.tasks_1c), (args.clients, 1)):
-                        latencies, rate = run(step, clients, tasks, args.steps_per_task)
-                        p50, p99 = statistics.median(latencies), _percentile(latencies, 99)
-                        results[target, clients] = (p50, p99, rate)
-                        print(
-                            f"{target:9s} {clients:2d} client(s): p50 {p50:7.1f} ms  p99 {p99:7.1f} ms  {rate:6.1f} steps/s  ({len(latencies)} steps)"
-                        )
-                finally:
+            steps: dict[str, Step] = {}
+            with contextlib.ExitStack() as services:
+                for target, open_target in targets.items():
+                    step, service = open_target()
                     if service is not None:
-                        service.stop()
+                        services.callback(service.stop)
+                    run(step, 1, 1, 3)  # warm-up: imports, connections, first plan
+                    steps[target] = step
+                # One client: the targets take turns task by task, so a load change on the
+                # (shared) machine hits all of them alike instead of whichever ran then.
+                single: dict[str, tuple[list[float], float]] = {t: ([], 0.0) for t in steps}
+                for task in range(args.tasks_1c):
+                    order = list(steps)[task % len(steps) :] + list(steps)[: task % len(steps)]
+                    for target in order:
+                        latencies, rate = run(steps[target], 1, 1, args.steps_per_task)
+                        done, seconds = single[target]
+                        single[target] = (done + latencies, seconds + len(latencies) / rate)
+                for target, (latencies, seconds) in single.items():
+                    _record(results, target, 1, latencies, len(latencies) / seconds)
+                for target, step in steps.items():
+                    latencies, rate = run(step, args.clients, 1, args.steps_per_task)
+                    _record(results, target, args.clients, latencies, rate)
     finally:
         model.stop()
         with psycopg.connect(args.postgres_url, autocommit=True) as conn:
@@ -252,6 +263,20 @@ def main() -> None:
         f"p50_overhead_ms_postgres={results['postgres', 1][0] - bare:.1f} "
         f"steps_per_s_sqlite_20c={results['sqlite', args.clients][2]:.1f} "
         f"steps_per_s_postgres_20c={results['postgres', args.clients][2]:.1f}"
+    )
+
+
+def _record(
+    results: dict[tuple[str, int], tuple[float, float, float]],
+    target: str,
+    clients: int,
+    latencies: list[float],
+    rate: float,
+) -> None:
+    p50, p99 = statistics.median(latencies), _percentile(latencies, 99)
+    results[target, clients] = (p50, p99, rate)
+    print(
+        f"{target:9s} {clients:2d} client(s): p50 {p50:7.1f} ms  p99 {p99:7.1f} ms  {rate:6.1f} steps/s  ({len(latencies)} steps)"
     )
 
 

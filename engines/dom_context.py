@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 from lxml import etree
 
@@ -89,6 +90,8 @@ _DROPPED = "veriloop-dropped"
 """A tag name no page uses: hidden elements are renamed to it so one C-level pass removes them with the noise."""
 
 
+# Refinement and action generation both window the same page in one run: compact it once.
+@lru_cache(maxsize=8)
 def _compact(html: str | bytes) -> str:
     # The engine's one parser: any charset, XML declarations, NUL bytes; comments and PIs already gone.
     root = parse_html(html)

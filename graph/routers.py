@@ -1,4 +1,4 @@
-"""Routers: pure functions of typed flags and integer budgets (never reason, thought or notes text)."""
+"""Routers: pure functions of typed flags and integer budgets; they never look at free text."""
 
 from __future__ import annotations
 

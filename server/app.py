@@ -73,7 +73,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             graph = compile_graph(persistence.checkpointer)
             index = TaskIndex(persistence.store)
             app.state.service = TaskService(
-                graph, index, persistence.locks, max_dom_bytes=settings.max_dom_bytes
+                graph,
+                index,
+                persistence.locks,
+                persistence.head,
+                max_dom_bytes=settings.max_dom_bytes,
             )
             yield
 

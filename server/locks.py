@@ -18,6 +18,7 @@ import hashlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from psycopg import AsyncConnection
 from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool
 
@@ -72,15 +73,17 @@ class PostgresLocks(LocalLocks):
     @asynccontextmanager
     async def _shared(self, key: str) -> AsyncIterator[None]:
         try:
+            # The pool's connections wait at most timeout_s for a lock (limit_lock_wait).
             async with self.pool.connection(timeout=self.timeout_s) as conn, conn.transaction():
-                await conn.execute(
-                    "SELECT set_config('lock_timeout', %s, true)",
-                    (f"{int(self.timeout_s * 1000)}ms",),
-                )
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key(key),))
                 yield
         except pg_errors.LockNotAvailable as exc:
             raise TaskBusy(key) from exc
+
+
+async def limit_lock_wait(timeout_s: float, conn: AsyncConnection) -> None:
+    """Set up a lock-pool connection: a lock wait past ``timeout_s`` fails (LockNotAvailable)."""
+    await conn.execute(f"SET lock_timeout = {int(timeout_s * 1000)}")
 
 
 def advisory_key(key: str) -> int:

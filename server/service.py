@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
@@ -90,6 +90,7 @@ class TaskService:
         graph: CompiledStateGraph,
         index: TaskIndex,
         locks: LocalLocks,
+        head: Callable[[str], Awaitable[str | None]],
         *,
         max_dom_bytes: int,
         context: Callable[[], Context] = Context,
@@ -97,6 +98,7 @@ class TaskService:
         self.graph = graph
         self.index = index
         self.locks = locks
+        self.head = head
         self.max_dom_bytes = max_dom_bytes
         self.context = context
 
@@ -107,11 +109,13 @@ class TaskService:
         self._check_dom(request.dom)
         if request.task_id is None:
             return await self._start(tenant, request)
-        await self._entry(tenant, request.task_id)  # 404 before queueing on the task's lock
+        entry = await self._entry(tenant, request.task_id)  # 404 before queueing on the task's lock
         async with self.locks.hold(f"task:{request.task_id}"):
-            entry = await self._entry(
-                tenant, request.task_id
-            )  # re-read: the previous holder may have advanced it
+            # A step saves a new checkpoint before it commits its entry: while the thread's
+            # head is still the entry's checkpoint, no step has committed since the read above.
+            head = await self.head(entry.task_id)
+            if head != entry.checkpoint_id:
+                entry = await self._entry(tenant, request.task_id)
             replay = await self._replay(entry, request)
             if replay is not None:
                 return replay
@@ -127,7 +131,7 @@ class TaskService:
                     task_id=entry.task_id,
                     status=entry.status,
                 )
-            return await self._run(tenant, entry.task_id, entry, request)
+            return await self._run(tenant, entry.task_id, entry, request, head)
 
     async def _start(self, tenant: str, request: InteractRequest) -> InteractResponse:
         if not (request.query or "").strip():
@@ -151,7 +155,12 @@ class TaskService:
         return None
 
     async def _run(
-        self, tenant: str, task_id: str, entry: TaskEntry | None, request: InteractRequest
+        self,
+        tenant: str,
+        task_id: str,
+        entry: TaskEntry | None,
+        request: InteractRequest,
+        head: str | None = None,
     ) -> InteractResponse:
         """One graph invocation from the pinned checkpoint, committed by writing the index entry.
 
@@ -160,25 +169,35 @@ class TaskService:
         checkpoint, and the thread's head gets the old values back.
         """
         graph_input = observation_to_input(request, task_id, new_task=entry is None)
+        # Usually the pinned checkpoint is still the thread's head (``head``, read under the
+        # task lock); then load it as the latest: one read, where addressing it by id costs a
+        # second (LangGraph's check that the thread has not moved past it).
+        start = entry.checkpoint_id if entry and entry.checkpoint_id != head else None
         try:
-            await self.graph.ainvoke(
+            # The last checkpoint event is the checkpoint saved at exit: its values and id,
+            # without reading the state back from the database.
+            async for checkpoint in self.graph.astream(
                 graph_input,
-                _pinned(task_id, entry.checkpoint_id if entry else None),
+                _pinned(task_id, start),
                 context=self.context(),
                 durability="exit",
-            )
-            snapshot = await self.graph.aget_state(_pinned(task_id, None))
-            response = state_to_response(snapshot.values)
+                stream_mode="checkpoints",
+            ):
+                values, checkpoint_id = (
+                    checkpoint["values"],
+                    checkpoint["config"]["configurable"]["checkpoint_id"],
+                )
+            response = state_to_response(values)
             stamp = now()
             committed = TaskEntry(
                 tenant=tenant,
                 task_id=task_id,
-                session_id=snapshot.values.get("session_id"),
-                goal=snapshot.values.get("goal", ""),
+                session_id=values.get("session_id"),
+                goal=values.get("goal", ""),
                 url=request.url,
                 status=response.status,
                 step_index=response.step_index,
-                checkpoint_id=snapshot.config["configurable"]["checkpoint_id"],
+                checkpoint_id=checkpoint_id,
                 created_at=entry.created_at if entry else stamp,
                 updated_at=stamp,
                 last_response=response.to_wire(),
