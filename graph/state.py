@@ -22,7 +22,7 @@ class InputState(TypedDict, total=False):
     url: str
     """The page URL now."""
     dom: str
-    """The page's outerHTML as the snapshot script wrote it."""
+    """The page's outerHTML as the snapshot script wrote it (emptied when the run ends)."""
     active_element: str | None
     """Descriptor of the focused element, if the client reported one."""
     previous_url: str | None

@@ -30,9 +30,12 @@ def finalize(state: State) -> dict:
     task_log(state, "finalize").info(
         "step %d: %s (status %s)", len(state.get("action_history") or []), action, update["status"]
     )
-    # Per-run scratch: the next observation brings its own page and choices.
+    # Per-run scratch: the next observation brings its own page and choices. The page itself is not
+    # kept either: the action's before_state (hash + skeleton) is all the next verification needs,
+    # and a 100+ kB DOM in every checkpoint costs storage and time on every load.
     return {
         **update,
+        "dom": "",
         "page_state": None,
         "needs_correction": False,
         "correction_strategy": None,
