@@ -36,6 +36,31 @@ class AgentTurn:
     """Time spent waiting for the model (the usage's latency_ms)."""
 
 
+class UsageMeter:
+    """Turns a task's cumulative usage (as the agent reports it) into each turn's own usage."""
+
+    def __init__(self) -> None:
+        self.so_far: dict[str, dict] = {}
+
+    def turn(
+        self,
+        response: InteractResponse,
+        cumulative: dict[str, dict],
+        agent_ms: float,
+        *,
+        continuing: bool,
+    ) -> AgentTurn:
+        """The turn that answered ``response``; ``continuing`` is False for a task's first turn."""
+        usage = usage_delta(self.so_far if continuing else {}, cumulative)
+        self.so_far = cumulative
+        return AgentTurn(
+            response=response,
+            usage=usage,
+            agent_ms=agent_ms,
+            model_ms=total_usage(usage).latency_ms,
+        )
+
+
 class AgentClient(Protocol):
     def step(self, observation: Observation) -> AgentTurn:
         """Answer one observation; raise :class:`AgentError` when no answer can be had."""
@@ -47,7 +72,7 @@ class InProcessAgent:
 
     def __init__(self, agent: Agent | None = None, *, context: Context | None = None) -> None:
         self.agent = agent or Agent(context=context)
-        self._usage_so_far: dict[str, dict] = {}
+        self._meter = UsageMeter()
 
     def step(self, observation: Observation) -> AgentTurn:
         started = time.perf_counter()
@@ -57,13 +82,8 @@ class InProcessAgent:
             raise AgentError(f"model provider unavailable: {exc}") from exc
         elapsed = (time.perf_counter() - started) * 1000
         usage = self.agent.get_task(response.task_id).usage
-        turn_usage = usage_delta(self._usage_so_far if observation.task_id else {}, usage)
-        self._usage_so_far = usage
-        return AgentTurn(
-            response=response,
-            usage=turn_usage,
-            agent_ms=elapsed,
-            model_ms=total_usage(turn_usage).latency_ms,
+        return self._meter.turn(
+            response, usage, elapsed, continuing=observation.task_id is not None
         )
 
 
@@ -85,7 +105,7 @@ class HttpAgent:
         self.server_url = server_url.rstrip("/")
         headers = {"X-API-Key": api_key} if api_key else {}
         self._client = client or httpx.Client(timeout=timeout_s, headers=headers)
-        self._usage_so_far: dict[str, dict] = {}
+        self._meter = UsageMeter()
 
     def close(self) -> None:
         self._client.close()
@@ -98,13 +118,8 @@ class HttpAgent:
         response = InteractResponse.model_validate(reply.json())
         detail = self._request("GET", TASK_PATH.format(task_id=response.task_id)).json()
         usage = detail.get("usage") or {}
-        turn_usage = usage_delta(self._usage_so_far if observation.task_id else {}, usage)
-        self._usage_so_far = usage
-        return AgentTurn(
-            response=response,
-            usage=turn_usage,
-            agent_ms=elapsed,
-            model_ms=total_usage(turn_usage).latency_ms,
+        return self._meter.turn(
+            response, usage, elapsed, continuing=observation.task_id is not None
         )
 
     def _request(self, method: str, path: str, **kwargs) -> httpx.Response:
