@@ -14,12 +14,15 @@ from functools import lru_cache
 
 from veriloop.context import Context
 from veriloop.llm.base import (
+    AsyncStructuredLLM,
     LLMError,
     LLMOutputError,
     LLMUnavailable,
     Message,
     Structured,
     StructuredLLM,
+    ToolCall,
+    ToolTurn,
 )
 from veriloop.llm.langchain_adapter import LangChainStructuredLLM
 from veriloop.llm.openai_client import OpenAIStructuredLLM
@@ -80,6 +83,7 @@ def clear_llm_cache() -> None:
 
 
 __all__ = [
+    "AsyncStructuredLLM",
     "LLMError",
     "LLMOutputError",
     "LLMUnavailable",
@@ -89,6 +93,8 @@ __all__ = [
     "PLACEHOLDER_API_KEY",
     "Structured",
     "StructuredLLM",
+    "ToolCall",
+    "ToolTurn",
     "clear_llm_cache",
     "get_llm",
 ]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -11,8 +11,8 @@ from veriloop.schemas.usage import Purpose, Usage
 
 T = TypeVar("T", bound=BaseModel)
 
-Message = dict[str, str]
-"""An OpenAI-style chat message: {"role": "system" | "user" | "assistant", "content": "..."}."""
+Message = dict[str, Any]
+"""An OpenAI-style chat message: {"role": "system" | "user" | "assistant" | "tool", "content": "...", ...}."""
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,29 @@ class Structured(Generic[T]):
 
     def usage_update(self, purpose: Purpose) -> dict[str, dict]:
         """The ``usage`` state update for this call."""
+        return {purpose: self.usage.model_dump()}
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call the model asked for; ``arguments`` is the raw JSON text the model wrote."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ToolTurn:
+    """One tool-calling turn: the model's text and/or tool calls, and what it cost."""
+
+    content: str | None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None
+
+    def usage_update(self, purpose: Purpose) -> dict[str, dict]:
+        """The ``usage`` state update for this turn."""
         return {purpose: self.usage.model_dump()}
 
 
@@ -49,4 +72,20 @@ class StructuredLLM(Protocol):
         self, purpose: Purpose, messages: list[Message], schema: type[T]
     ) -> Structured[T]:
         """Ask for one instance of ``schema``; raise LLMOutputError or LLMUnavailable on failure."""
+        ...
+
+
+class AsyncStructuredLLM(Protocol):
+    """Anything that can make a structured call or a tool-calling turn without blocking the event loop."""
+
+    async def astructured(
+        self, purpose: Purpose, messages: list[Message], schema: type[T]
+    ) -> Structured[T]:
+        """Async :meth:`StructuredLLM.structured`."""
+        ...
+
+    async def atool_turn(
+        self, purpose: Purpose, messages: list[Message], tools: list[dict[str, Any]]
+    ) -> ToolTurn:
+        """One chat turn offering ``tools`` (OpenAI function-tool dicts); LLMUnavailable on provider trouble."""
         ...

@@ -10,25 +10,47 @@ Retries: only the SDK's own (``max_retries``, exponential backoff, honouring
 ``Retry-After``) for timeouts, connection errors, 429 and 5xx. What is left
 after them is :class:`LLMUnavailable`. A reply that is not valid output for the
 schema (garbage, refusal, truncation, wrong types) is :class:`LLMOutputError`.
+
+Sync and async share one I/O-free core: an *exchange* is a generator that
+yields ``(method, kwargs)`` requests for ``chat.completions.with_raw_response``
+and receives the raw responses (or has the transport's exception thrown into
+it), so the json_schema call, the JSON-mode fallback, parsing and error mapping
+are written once; :meth:`OpenAIStructuredLLM._run` (``OpenAI``) and
+:meth:`OpenAIStructuredLLM._arun` (``AsyncOpenAI``) are the two thin transports.
+
+Tool turns (:meth:`OpenAIStructuredLLM.atool_turn`) are async only: one
+``chat.completions.create`` with ``tools=...``; a body that is not a chat
+completion (not JSON, no choices) is :class:`LLMOutputError`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
+import threading
 import time
-from collections.abc import Iterator
+import weakref
+from collections.abc import AsyncGenerator, Generator, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import openai
-from openai import OpenAI
+from openai import AsyncOpenAI, OpenAI
 from pydantic import ValidationError
 
-from veriloop.llm.base import LLMOutputError, LLMUnavailable, Message, Structured, T
+from veriloop.llm.base import (
+    LLMOutputError,
+    LLMUnavailable,
+    Message,
+    Structured,
+    T,
+    ToolCall,
+    ToolTurn,
+)
 from veriloop.llm.pricing import PriceOverrides, load_prices, usage_for
-from veriloop.schemas.usage import Purpose
+from veriloop.schemas.usage import Purpose, Usage
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +59,11 @@ PURPOSE_HEADER = "X-Veriloop-Purpose"
 
 _EXCERPT_CHARS = 200
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+Request = tuple[Literal["parse", "create"], dict[str, Any]]
+"""One request of an exchange: a ``chat.completions.with_raw_response`` method name and its kwargs."""
+Exchange = Generator[Request, Any, Any]
+"""An I/O-free call: yields requests, is sent each raw response (or thrown the transport's error)."""
 
 
 class OpenAIStructuredLLM:
@@ -61,6 +88,28 @@ class OpenAIStructuredLLM:
         )
         self.json_mode = False
         """True once the server rejected json_schema: every later call uses JSON mode."""
+        self._async_settings = {
+            "api_key": api_key,
+            "base_url": base_url,
+            "timeout": timeout_s,
+            "max_retries": max_retries,
+        }
+        # One AsyncOpenAI per running event loop. Its connection pool (sockets, anyio locks) belongs
+        # to the loop it was first used on, and this object is cached by get_llm across loops (each
+        # asyncio.run, each test), so a single shared AsyncOpenAI would reuse sockets of a dead loop
+        # ("Event loop is closed"). One per call instead was measured at ~40 ms of set-up (the SSL
+        # context), against a few ms for a loopback request, and loses keep-alive; per loop pays
+        # that once per loop. Each loop's client is closed on that loop when it shuts down (an async
+        # generator the loop finalises in shutdown_asyncgens, as asyncio.run and anyio do), so no
+        # socket outlives its loop; it is our own httpx client, not the SDK's wrapper whose __del__
+        # would schedule the close of a dead loop's sockets on whatever loop is running at GC time.
+        # Weak keys plus dropping closed loops on lookup keep the map from growing.
+        self._async_clients: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[AsyncOpenAI, AsyncGenerator[None, None]]
+        ] = weakref.WeakKeyDictionary()
+        self._async_lock = threading.Lock()
+
+    # -- public calls ----------------------------------------------------------------------
 
     def structured(
         self, purpose: Purpose, messages: list[Message], schema: type[T]
@@ -68,26 +117,54 @@ class OpenAIStructuredLLM:
         """Ask for one ``schema`` instance; LLMOutputError for bad output, LLMUnavailable for provider trouble."""
         started = time.perf_counter()
         with provider_errors(purpose, self.model):
-            value, completion = self._call(messages, schema, {PURPOSE_HEADER: purpose})
-        usage = usage_for(
-            self.model,
-            completion.usage.prompt_tokens if completion.usage else 0,
-            completion.usage.completion_tokens if completion.usage else 0,
-            self.prices,
-        )
-        usage.latency_ms = round((time.perf_counter() - started) * 1000, 3)
-        return Structured(value=value, usage=usage)
+            value, completion = self._run(self._structured_exchange(messages, schema, purpose))
+        return Structured(value=value, usage=self._usage(completion, started))
 
-    def _call(
-        self, messages: list[Message], schema: type[T], headers: dict[str, str]
-    ) -> tuple[T, Any]:
+    async def astructured(
+        self, purpose: Purpose, messages: list[Message], schema: type[T]
+    ) -> Structured[T]:
+        """Async :meth:`structured`: the same requests, fallback, errors and usage, on ``AsyncOpenAI``."""
+        started = time.perf_counter()
+        with provider_errors(purpose, self.model):
+            value, completion = await self._arun(
+                self._structured_exchange(messages, schema, purpose)
+            )
+        return Structured(value=value, usage=self._usage(completion, started))
+
+    async def atool_turn(
+        self, purpose: Purpose, messages: list[Message], tools: list[dict[str, Any]]
+    ) -> ToolTurn:
+        """One chat turn offering ``tools`` (OpenAI function-tool dicts).
+
+        LLMUnavailable for provider trouble; LLMOutputError when the body is not a chat completion.
+        """
+        started = time.perf_counter()
+        with provider_errors(purpose, self.model):
+            turn, completion = await self._arun(self._tool_exchange(messages, tools, purpose))
+        return ToolTurn(
+            content=turn.content,
+            tool_calls=turn.tool_calls,
+            usage=self._usage(completion, started),
+            finish_reason=turn.finish_reason,
+        )
+
+    # -- the I/O-free core -----------------------------------------------------------------
+
+    def _structured_exchange(
+        self, messages: list[Message], schema: type[T], purpose: str
+    ) -> Generator[Request, Any, tuple[T, Any]]:
+        """json_schema first (unless the server rejected it before), then JSON mode."""
+        headers = {PURPOSE_HEADER: purpose}
         if not self.json_mode:
             try:
-                raw = self.client.chat.completions.with_raw_response.parse(
-                    model=self.model,
-                    messages=messages,
-                    response_format=schema,
-                    extra_headers=headers,
+                raw = yield (
+                    "parse",
+                    {
+                        "model": self.model,
+                        "messages": messages,
+                        "response_format": schema,
+                        "extra_headers": headers,
+                    },
                 )
             except openai.BadRequestError as exc:
                 if not _rejects_json_schema(exc):
@@ -100,13 +177,100 @@ class OpenAIStructuredLLM:
                 self.json_mode = True
             else:
                 return _parsed(raw, schema)
-        completion = self.client.chat.completions.create(
-            model=self.model,
-            messages=_with_schema_instruction(messages, schema),
-            response_format={"type": "json_object"},
-            extra_headers=headers,
+        raw = yield (
+            "create",
+            {
+                "model": self.model,
+                "messages": _with_schema_instruction(messages, schema),
+                "response_format": {"type": "json_object"},
+                "extra_headers": headers,
+            },
         )
-        return _validated(completion, schema)
+        return _validated(raw.parse(), schema)
+
+    def _tool_exchange(
+        self, messages: list[Message], tools: list[dict[str, Any]], purpose: str
+    ) -> Generator[Request, Any, tuple[ToolTurn, Any]]:
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "extra_headers": {PURPOSE_HEADER: purpose},
+        }
+        if tools:  # some compatible servers reject an empty tools list
+            kwargs["tools"] = tools
+        raw = yield ("create", kwargs)
+        return _tool_turn(raw), raw.parse()
+
+    def _usage(self, completion: Any, started: float) -> Usage:
+        usage = getattr(completion, "usage", None)
+        priced = usage_for(
+            self.model,
+            (getattr(usage, "prompt_tokens", 0) or 0) if usage else 0,
+            (getattr(usage, "completion_tokens", 0) or 0) if usage else 0,
+            self.prices,
+        )
+        priced.latency_ms = round((time.perf_counter() - started) * 1000, 3)
+        return priced
+
+    # -- the two transports ----------------------------------------------------------------
+
+    def _run(self, exchange: Exchange) -> Any:
+        """Drive ``exchange`` over the sync client."""
+        try:
+            request = next(exchange)
+            while True:
+                method, kwargs = request
+                try:
+                    raw = getattr(self.client.chat.completions.with_raw_response, method)(**kwargs)
+                except Exception as exc:
+                    request = exchange.throw(exc)
+                else:
+                    request = exchange.send(raw)
+        except StopIteration as done:
+            return done.value
+
+    async def _arun(self, exchange: Exchange) -> Any:
+        """Drive ``exchange`` over this event loop's async client."""
+        completions = (await self._async_client()).chat.completions.with_raw_response
+        try:
+            request = next(exchange)
+            while True:
+                method, kwargs = request
+                try:
+                    raw = await getattr(completions, method)(**kwargs)
+                except Exception as exc:
+                    request = exchange.throw(exc)
+                else:
+                    request = exchange.send(raw)
+        except StopIteration as done:
+            return done.value
+
+    async def _async_client(self) -> AsyncOpenAI:
+        """The AsyncOpenAI of the running event loop (created on first use, closed when the loop shuts down)."""
+        loop = asyncio.get_running_loop()
+        with self._async_lock:
+            entry = self._async_clients.get(loop)
+            if entry is not None:
+                return entry[0]
+            for dead in [other for other in self._async_clients if other.is_closed()]:
+                del self._async_clients[dead]
+            settings = self._async_settings
+            client = AsyncOpenAI(
+                **settings,
+                http_client=openai.DefaultAsyncHttpxClient(timeout=settings["timeout"]),
+            )
+            closer = _close_at_loop_shutdown(client)
+            self._async_clients[loop] = (client, closer)
+        await closer.asend(None)  # registers it with the loop's async generator shutdown
+        return client
+
+
+async def _close_at_loop_shutdown(client: AsyncOpenAI) -> AsyncGenerator[None, None]:
+    """Suspends until its loop finalises async generators (``shutdown_asyncgens``), then closes ``client``."""
+    try:
+        yield
+    finally:
+        await client.close()
 
 
 @contextmanager
@@ -157,6 +321,50 @@ def _validated(completion: Any, schema: type[T]) -> tuple[T, Any]:
         return schema.model_validate_json(fenced.group(1) if fenced else content), completion
     except ValidationError as exc:
         raise invalid_output(schema, content, exc) from exc
+
+
+def _tool_turn(raw: Any) -> ToolTurn:
+    """The content, tool calls and finish reason of a tool turn's raw response (usage filled in later)."""
+    try:
+        completion = raw.parse()
+    except ValueError as exc:  # the body is not JSON
+        raise LLMOutputError(
+            f"tool turn: the model server's answer is not a chat completion ({exc}): "
+            f"{_body_excerpt(raw)!r}"
+        ) from exc
+    choices = getattr(completion, "choices", None)
+    if not isinstance(choices, list) or not choices or getattr(choices[0], "message", None) is None:
+        raise LLMOutputError(
+            f"tool turn: the model server's answer has no choices: {_body_excerpt(raw)!r}"
+        )
+    choice = choices[0]
+    message = choice.message
+    calls = []
+    for index, call in enumerate(getattr(message, "tool_calls", None) or []):
+        function = getattr(call, "function", None)
+        name = getattr(function, "name", None)
+        if not name:
+            raise LLMOutputError(f"tool turn: tool call {index} names no function")
+        arguments = getattr(function, "arguments", None)
+        calls.append(
+            ToolCall(
+                id=getattr(call, "id", None) or f"call_{index}",
+                name=str(name),
+                arguments=arguments if isinstance(arguments, str) else json.dumps(arguments or {}),
+            )
+        )
+    return ToolTurn(
+        content=getattr(message, "content", None),
+        tool_calls=calls,
+        finish_reason=getattr(choice, "finish_reason", None),
+    )
+
+
+def _body_excerpt(raw: Any) -> str:
+    try:
+        return raw.http_response.text[:_EXCERPT_CHARS]
+    except Exception:  # only for an error message
+        return ""
 
 
 def _refused(schema: type, refusal: str) -> LLMOutputError:

@@ -14,10 +14,26 @@ header (or, without it, the json_schema name)::
 
 An answer is a pydantic model (sent as its JSON), a dict (JSON), a str (sent
 raw as the message content: garbage on purpose), :class:`Fail` (an HTTP
-error), :class:`Delay` (answer late), :class:`Refusal` (a model refusal) or
-:class:`Truncated` (cut off by the token limit).
+error), :class:`Delay` (answer late), :class:`Refusal` (a model refusal),
+:class:`Truncated` (cut off by the token limit), :class:`ToolCalls` (an
+assistant message with ``tool_calls``) or :class:`RawBody` (an HTTP body that
+is not a chat completion at all).
 A request with nothing scripted gets HTTP 400 "no scripted answer for purpose
 X" (the SDK does not retry a 400) and is listed in ``.unscripted``.
+
+Tool calling: a request's ``tools`` lists the function names offered, and its
+``messages`` are the conversation as sent, assistant messages with
+``tool_calls`` (``content`` may be null) and ``{"role": "tool",
+"tool_call_id", "content"}`` results included, so a handler can read what the
+tools answered::
+
+    def agent(req):
+        if not any(m["role"] == "tool" for m in req.messages):
+            return ToolCalls([("write_file", {"path": "a.txt", "content": "hi"})])
+        return ToolCalls([("mark_step", {"notes": "[SUCCESS]: wrote a.txt"})])
+
+``ToolCalls`` ids are ``call_<n>``, n counting the conversation's tool calls
+from 1 (so they are unique within a conversation and deterministic).
 """
 
 from __future__ import annotations
@@ -79,6 +95,26 @@ class Truncated:
 
 
 @dataclass(frozen=True)
+class ToolCalls:
+    """An assistant message calling tools: ``calls`` are (name, arguments) pairs, ``finish_reason="tool_calls"``.
+
+    Arguments are sent as JSON text; a str is sent as is (malformed arguments on purpose).
+    """
+
+    calls: list[tuple[str, dict[str, Any] | str]]
+    content: str | None = None
+
+
+@dataclass(frozen=True)
+class RawBody:
+    """Answer with this exact HTTP body (not a chat completion): garbage or a malformed completion."""
+
+    body: str
+    status: int = 200
+    content_type: str = "application/json"
+
+
+@dataclass(frozen=True)
 class ScriptedRequest:
     """One request the server received."""
 
@@ -89,6 +125,8 @@ class ScriptedRequest:
     body: dict[str, Any]
     headers: dict[str, str]
     """HTTP headers with lower-case names, e.g. ``headers["x-veriloop-purpose"]``."""
+    tools: list[str] = field(default_factory=list)
+    """Names of the function tools offered (empty when the request offers none)."""
 
     @property
     def text(self) -> str:
@@ -335,6 +373,9 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                     headers["retry-after-ms"] = str(int(answer.retry_after_s * 1000))
                 self._send_error(answer.status, answer.message, headers=headers)
                 return
+            if isinstance(answer, RawBody):
+                self._send_raw(answer.status, answer.body.encode(), answer.content_type)
+                return
             try:
                 payload = _completion(body, request, answer)
             except TypeError as exc:
@@ -356,13 +397,21 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             self._send(status, {"error": error}, headers)
 
         def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(payload).encode()
+            self._send_raw(status, json.dumps(payload).encode(), "application/json", headers)
+
+        def _send_raw(
+            self,
+            status: int,
+            data: bytes,
+            content_type: str,
+            headers: dict[str, str] | None = None,
+        ) -> None:
             try:
                 self.send_response(
                     status,
                     HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "",
                 )
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 for name, value in (headers or {}).items():
                     self.send_header(name, value)
@@ -381,6 +430,11 @@ def _parse_request(body: dict, headers: dict[str, str]) -> ScriptedRequest:
     if kind == "json_schema":
         schema_name = (response_format.get("json_schema") or {}).get("name")
     purpose = headers.get(PURPOSE_HEADER.lower()) or schema_name
+    tools = [
+        str((tool.get("function") or {}).get("name"))
+        for tool in body.get("tools") or []
+        if isinstance(tool, dict) and isinstance(tool.get("function"), dict)
+    ]
     return ScriptedRequest(
         purpose=purpose,
         schema_name=schema_name,
@@ -388,6 +442,7 @@ def _parse_request(body: dict, headers: dict[str, str]) -> ScriptedRequest:
         messages=list(body.get("messages") or []),
         body=body,
         headers=headers,
+        tools=tools,
     )
 
 
@@ -395,11 +450,23 @@ def _completion(body: dict, request: ScriptedRequest, answer: Answer) -> dict:
     """A chat.completion object carrying ``answer`` with deterministic usage (about 4 characters a token)."""
     refusal = answer.message if isinstance(answer, Refusal) else None
     finish_reason = "length" if isinstance(answer, Truncated) else "stop"
-    if isinstance(answer, Truncated):
-        answer = answer.content
-    content = None if refusal is not None else _render(answer)
+    tool_calls = None
+    if isinstance(answer, ToolCalls):
+        finish_reason = "tool_calls"
+        tool_calls = _render_tool_calls(answer, _tool_calls_so_far(request.messages))
+        content = answer.content
+    else:
+        if isinstance(answer, Truncated):
+            answer = answer.content
+        content = None if refusal is not None else _render(answer)
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": refusal}
+    if tool_calls is not None:
+        message["tool_calls"] = tool_calls
     prompt_tokens = _tokens(request.text)
-    completion_tokens = _tokens(content or refusal or "")
+    completion_tokens = _tokens(
+        (content or refusal or "")
+        + "".join(call["function"]["arguments"] for call in tool_calls or [])
+    )
     return {
         "id": f"chatcmpl-scripted-{time.monotonic_ns()}",
         "object": "chat.completion",
@@ -408,7 +475,7 @@ def _completion(body: dict, request: ScriptedRequest, answer: Answer) -> dict:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": content, "refusal": refusal},
+                "message": message,
                 "finish_reason": finish_reason,
                 "logprobs": None,
             }
@@ -419,6 +486,31 @@ def _completion(body: dict, request: ScriptedRequest, answer: Answer) -> dict:
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
+
+
+def _tool_calls_so_far(messages: list[dict[str, Any]]) -> int:
+    return sum(
+        len(m.get("tool_calls") or [])
+        for m in messages
+        if isinstance(m, dict) and m.get("role") == "assistant"
+    )
+
+
+def _render_tool_calls(answer: ToolCalls, already: int) -> list[dict[str, Any]]:
+    rendered = []
+    for offset, call in enumerate(answer.calls, start=1):
+        name, arguments = call
+        rendered.append(
+            {
+                "id": f"call_{already + offset}",
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                },
+            }
+        )
+    return rendered
 
 
 def _render(answer: Answer) -> str:
@@ -436,7 +528,7 @@ def _tokens(text: str) -> int:
 
 
 def _content_text(content: Any) -> str:
-    """Message content as text (plain strings or the list-of-parts form)."""
+    """Message content as text (plain strings or the list-of-parts form; ``None`` -> "")."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):

@@ -19,19 +19,45 @@ from veriloop.schemas.outputs import (
     RefinedStep,
     SemanticVerdict,
 )
-from veriloop.schemas.plan import Check, Plan, PlanStep, StepStatus, SubTask
+from veriloop.schemas.manifest import AgentSpec, CheckSpec, Manifest, ManifestStep
+from veriloop.schemas.plan import Plan, PlanStep, StepStatus, SubTask
+from veriloop.schemas.plan_run import (
+    AttemptReport,
+    CheckResult,
+    Critique,
+    CriticFinding,
+    ExecutionResult,
+    PendingReview,
+    PlanRunReport,
+    ReplanRecord,
+    ReviewDecision,
+    StepResult,
+)
 from veriloop.schemas.records import ActionRecord, ReplanningResult
 from veriloop.schemas.usage import PURPOSES, Purpose, Usage, add_usage, total_usage
 from veriloop.schemas.verification import FailureCategory, VerificationResult
 
 __all__ = [
     "Action",
+    "AgentSpec",
+    "AttemptReport",
+    "CheckResult",
+    "CheckSpec",
+    "Critique",
+    "CriticFinding",
+    "ExecutionResult",
+    "Manifest",
+    "ManifestStep",
+    "PendingReview",
+    "PlanRunReport",
+    "ReplanRecord",
+    "ReviewDecision",
+    "StepResult",
     "ActionChoice",
     "ActionKind",
     "ActionParseError",
     "ActionRecord",
     "BeforeState",
-    "Check",
     "ClientObservations",
     "ClientVerification",
     "CorrectionChoice",

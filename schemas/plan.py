@@ -1,4 +1,5 @@
-"""Plans and plan steps. A browser task is a linear plan whose steps a remote client executes."""
+"""A browser task's plan: a linear list of steps that a remote client executes (plans of tool-using
+steps are manifests: ``schemas/manifest.py``)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ from pydantic import Field
 from veriloop.schemas.base import WireModel
 
 StepStatus = Literal["pending", "in_progress", "completed", "failed", "skipped", "blocked"]
-StepType = Literal["task", "synthesis_gate", "human_review"]
-OnFailure = Literal["stop", "skip", "retry", "replan"]
 
 
 class SubTask(WireModel):
@@ -19,14 +18,6 @@ class SubTask(WireModel):
     id: str
     objective: str
     status: StepStatus = "pending"
-
-
-class Check(WireModel):
-    """A verification check attached to a plan step (predicates, commands, files; used by tool plans)."""
-
-    kind: Literal["predicate", "command", "file"]
-    spec: str = Field(description="The predicate expression, command line or file path.")
-    description: str | None = None
 
 
 class PlanStep(WireModel):
@@ -38,11 +29,6 @@ class PlanStep(WireModel):
     depends_on: list[str] = Field(default_factory=list)
     expected_outcome: str | None = None
     sub_tasks: list[SubTask] = Field(default_factory=list)
-    type: StepType = "task"
-    on_failure: OnFailure = "replan"
-    max_retries: int = 3
-    critical: bool = True
-    checks: list[Check] = Field(default_factory=list)
 
 
 class Plan(WireModel):

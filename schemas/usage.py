@@ -7,8 +7,19 @@ from typing import Literal
 from veriloop.schemas.base import WireModel
 
 Purpose = Literal[
-    "planning", "refinement", "action", "verification", "correction", "replanning", "critic"
+    "planning",
+    "refinement",
+    "action",
+    "verification",
+    "correction",
+    "replanning",
+    "critic",
+    "execution",
+    "review",
 ]
+"""Why a model call was made. The plan graph reuses planning (writing a manifest), replanning and
+critic, and adds execution (an ``llm`` step's tool-calling turns) and review (a critical step's LLM
+review check)."""
 PURPOSES: tuple[str, ...] = Purpose.__args__
 
 

@@ -8,7 +8,7 @@ from dataclasses import fields
 
 import pytest
 
-from veriloop.context import Context
+from veriloop.context import Context, PlanContext
 from veriloop.llm import clear_llm_cache
 from veriloop.llm.pricing import PRICES_ENV
 from veriloop.llm.scripted import ScriptedModelServer
@@ -18,7 +18,7 @@ _ORIGINAL_OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY")
 
 # Everything that could point a test at a real provider or change its model settings.
 _MODEL_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", PRICES_ENV) + tuple(
-    f"VERILOOP_{f.name.upper()}" for f in fields(Context)
+    f"VERILOOP_{f.name.upper()}" for f in fields(PlanContext)
 )
 
 

@@ -2,7 +2,8 @@
 
 Public API (loaded on first use, so ``import veriloop`` stays cheap and free of import cycles)::
 
-    from veriloop import Agent, Context, Observation, build_graph
+    from veriloop import Agent, Context, Observation, build_graph     # browser tasks
+    from veriloop import run_plan, PlanRunner, PlanContext           # plans of tool-using steps
 """
 
 from __future__ import annotations
@@ -14,8 +15,15 @@ from veriloop.schemas import __all__ as _SCHEMA_NAMES
 
 if TYPE_CHECKING:
     from veriloop.agent import Agent, TaskFinishedError, TaskReport, UnknownTaskError  # noqa: F401
-    from veriloop.context import Context  # noqa: F401
+    from veriloop.context import Context, PlanContext  # noqa: F401
     from veriloop.graph.builder import build_graph  # noqa: F401
+    from veriloop.plans import (  # noqa: F401
+        NoPendingReviewError,
+        PlanRunner,
+        UnknownRunError,
+        arun_plan,
+        run_plan,
+    )
     from veriloop.schemas import *  # noqa: F403
 
 _LOCATIONS: dict[str, str] = {
@@ -24,6 +32,12 @@ _LOCATIONS: dict[str, str] = {
     "TaskFinishedError": "veriloop.agent",
     "UnknownTaskError": "veriloop.agent",
     "Context": "veriloop.context",
+    "PlanContext": "veriloop.context",
+    "PlanRunner": "veriloop.plans",
+    "run_plan": "veriloop.plans",
+    "arun_plan": "veriloop.plans",
+    "UnknownRunError": "veriloop.plans",
+    "NoPendingReviewError": "veriloop.plans",
     "build_graph": "veriloop.graph.builder",
     **{name: "veriloop.schemas" for name in _SCHEMA_NAMES},
 }

@@ -1,0 +1,1 @@
+"""Engines of the plan graph: manifests, the critic, executors, checks, the fix loop, policies, replanning."""

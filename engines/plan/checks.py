@@ -1,0 +1,649 @@
+"""The checks of one attempt of a plan step (DESIGN, "Verification, in order of cost", item 4).
+
+:func:`run_checks` runs every applicable check, cheapest first, with no fail-fast (a later check
+still runs after an earlier one failed, so the corrective prompt can list both what failed and what
+must keep passing):
+
+==================== ==================================================================== =========
+name                 passes when                                                          applies
+==================== ==================================================================== =========
+schema               the output validates against ``step.output_schema`` (a JSON text      schema set
+                     output is parsed first)
+predicate[i]         the i-th predicate check returns true (a string is its diagnosis)    each one
+notes                the executor's notes do not start with ``[FAIL]`` (empty notes and    llm steps
+                     ``[SUCCESS]:`` pass, for backward compatibility)
+pending_tool_calls   no tool call is still pending                                        llm steps
+command[i]           the i-th command check exits 0 within its timeout                    each one
+tests                the test command (``step.test_command``, else the one found by        see below
+                     convention) exits 0, ran at least one test, none failed, and did not
+                     collect fewer tests than the previous attempt
+integrity            no test file (``tests/**``, ``test_*.py``, ``*_test.py``, ``conftest.py``, baseline
+                     ``pytest.ini``, files a check command names, the Makefile of a make  taken
+                     test target) and no check definition changed, was deleted, and no
+                     ``conftest.py``/``pytest.ini`` was added since the baseline;
+                     ``writes_tests`` allows the test-file changes (not the definitions)
+review               an LLM review of the output passes with confidence >= 0.70            review=True
+==================== ==================================================================== =========
+
+``predicate[i]`` and ``command[i]`` count checks of that kind in ``step.checks`` order
+(``details["check_index"]`` is the position in ``step.checks``). Tests apply by
+``requires_testing``: False never; True always (no test command found fails "no tests found");
+None only when a test command is declared or found.
+
+A check that cannot run (a predicate error, an invalid schema, a command that cannot start, an
+unusable review answer) is a failed result with ``errored=True``: an error never passes a step,
+and it never escapes :func:`run_checks`, except :class:`~veriloop.llm.base.LLMUnavailable`
+(a provider outage is not a verdict: it propagates so the run can resume later).
+
+:func:`run_checks` is only called for an execution that worked. When the executor itself failed
+(``execution.ok`` False) the loop records ``execution_failed`` without checking anything and
+without spending the verification budget; calling run_checks with such an execution is a
+programming error (ValueError).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import shlex
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from veriloop.engines.plan.predicates import compile_predicate
+from veriloop.engines.plan.testrun import (
+    MAKEFILES,
+    discover_test_command,
+    format_failures,
+    run_command,
+    run_tests,
+    uses_make,
+    workspace_files,
+)
+from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError, LLMUnavailable
+from veriloop.prompts.plan_checks import review_messages
+from veriloop.schemas.manifest import ManifestStep
+from veriloop.schemas.plan_outputs import StepReviewVerdict
+from veriloop.schemas.plan_run import CheckResult, CheckType, ExecutionResult
+
+REVIEW_THRESHOLD = 0.70
+"""A review passes when the verdict passes with at least this confidence."""
+CHECK_OUTPUT_CHARS = 4000
+"""A CheckResult's ``output`` is truncated to this (head and tail)."""
+REVIEW_OUTPUT_CHARS = 8000
+"""How much of the step's output the reviewer sees (head and tail)."""
+MAX_FINGERPRINTS = 5000
+"""Most files a baseline fingerprints."""
+BASELINE_VERSION = 1
+GUARD_FILES = frozenset({"conftest.py", "pytest.ini"})
+"""Test configuration that may not even be added by a step that does not write tests."""
+
+NO_TESTS_FOUND = (
+    "no tests found: requires_testing is set, but the step has no test_command and none of "
+    "tests/test_{id}.py, a Makefile target test-{id}, test_{id}.py or {id}_test.py exists"
+)
+
+
+def take_baseline(
+    step: ManifestStep, workspace: Path, *, discovered_command: str | None
+) -> dict[str, Any]:
+    """Fingerprints (sha256) of the test files and of the step's check definitions, taken before the
+    step's first attempt; JSON-serialisable (it lives in graph state). ``test_command`` remembers the
+    command found then, so a later attempt cannot dodge its tests by deleting them."""
+    workspace = Path(workspace)
+    command = step.test_command or discovered_command
+    files, truncated = _fingerprint_files(step, workspace, command)
+    return {
+        "version": BASELINE_VERSION,
+        "files": files,
+        "truncated": truncated,
+        "definitions": _definitions(step),
+        "test_command": command,
+    }
+
+
+async def run_checks(
+    step: ManifestStep,
+    execution: ExecutionResult,
+    *,
+    depends: Mapping[str, Any],
+    workspace: Path,
+    baseline: Mapping[str, Any],
+    previous_collected: int | None,
+    llm: AsyncStructuredLLM | None,
+    review: bool,
+    check_timeout_s: float,
+    review_threshold: float = REVIEW_THRESHOLD,
+) -> list[CheckResult]:
+    """Every applicable check of one attempt, cheapest first, no fail-fast (see the module doc)."""
+    if not execution.ok:
+        raise ValueError(
+            "run_checks needs an execution that worked; an executor failure is execution_failed"
+        )
+    workspace = Path(workspace)
+    results: list[CheckResult] = []
+
+    async def run(name: str, kind: CheckType, check: Callable[[], Awaitable[CheckResult]]) -> None:
+        try:
+            results.append(await check())
+        except LLMUnavailable:
+            raise
+        except Exception as exc:
+            results.append(_errored(name, kind, f"the check could not run: {_describe(exc)}"))
+
+    if step.output_schema is not None:
+        await run(
+            "schema",
+            "schema",
+            lambda: _schema_check(step.output_schema, execution.output, check_timeout_s),
+        )
+
+    predicates = [(i, c) for i, c in enumerate(step.checks) if c.kind == "predicate"]
+    for n, (index, spec) in enumerate(predicates):
+        name = f"predicate[{n}]"
+        await run(
+            name,
+            "predicate",
+            lambda name=name, index=index, spec=spec: _predicate_check(
+                name, index, spec.expr or "", step, execution.output, depends
+            ),
+        )
+
+    if step.executor == "llm":
+        await run("notes", "notes", lambda: _notes_check(execution.notes))
+    if step.executor == "llm" or execution.tool_calls:
+        await run("pending_tool_calls", "pending_tool_calls", lambda: _pending_check(execution))
+
+    commands = [(i, c) for i, c in enumerate(step.checks) if c.kind == "command"]
+    for n, (index, spec) in enumerate(commands):
+        name = f"command[{n}]"
+        await run(
+            name,
+            "command",
+            lambda name=name, index=index, spec=spec: _command_check(
+                name, index, spec.command or "", workspace, spec.timeout_s or check_timeout_s
+            ),
+        )
+
+    if step.requires_testing is not False:
+        command = (
+            step.test_command
+            or baseline.get("test_command")
+            or discover_test_command(step.id, workspace)
+        )
+        if command is None and step.requires_testing:
+            results.append(
+                CheckResult(
+                    name="tests",
+                    type="tests",
+                    passed=False,
+                    diagnosis=NO_TESTS_FOUND.replace("{id}", step.id),
+                )
+            )
+        elif command is not None:
+            await run(
+                "tests",
+                "tests",
+                lambda: _tests_check(
+                    command,
+                    workspace,
+                    check_timeout_s,
+                    previous_collected,
+                    explicit=bool(step.test_command),
+                ),
+            )
+
+    if baseline.get("version"):
+        await run("integrity", "integrity", lambda: _integrity_check(step, workspace, baseline))
+
+    if review:
+        await run(
+            "review",
+            "review",
+            lambda: _review_check(step, execution, llm, list(results), review_threshold),
+        )
+    return results
+
+
+def checks_passed(results: list[CheckResult]) -> bool:
+    """Every applicable check passed (an errored check never passes; no checks at all passes)."""
+    return all(result.passed and not result.errored for result in results)
+
+
+def truncate_middle(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters, keeping its head and its tail."""
+    if len(text) <= limit:
+        return text
+    marker = f"\n[... {len(text) - limit} characters omitted ...]\n"
+    keep = max(limit - len(marker), 0)
+    head = keep * 2 // 5
+    return text[:head] + marker + text[len(text) - (keep - head) :]
+
+
+def structured_output(value: Any) -> Any:
+    """A step's output as data: a text that is a JSON object or array (code fences allowed) is parsed."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    fence = re.fullmatch(r"```[A-Za-z0-9_-]*\s*\n(.*?)\n?```", text, re.DOTALL)
+    if fence:
+        text = fence.group(1).strip()
+    if text[:1] in "[{":
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+    return value
+
+
+def output_text(value: Any) -> str:
+    """A step's output as text (JSON for data)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, indent=1, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+# --- the checks ---------------------------------------------------------------------------------
+
+
+async def _schema_check(schema: dict[str, Any], output: Any, timeout_s: float) -> CheckResult:
+    validator_cls = jsonschema.validators.validator_for(schema)
+    try:
+        validator_cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return _errored(
+            "schema", "schema", f"output_schema is not a valid JSON schema: {exc.message}"
+        )
+    instance = output if schema.get("type") == "string" else structured_output(output)
+    validator = validator_cls(schema)
+    # In a thread with a deadline: a schema's regex patterns run against untrusted output.
+    errors = await asyncio.wait_for(
+        asyncio.to_thread(lambda: list(validator.iter_errors(instance))), timeout=timeout_s
+    )
+    if not errors:
+        return CheckResult(name="schema", type="schema", passed=True)
+    errors.sort(key=lambda e: [str(p) for p in e.absolute_path])
+    lines = [f"at {e.json_path}: {truncate_middle(e.message, 200)}" for e in errors[:5]]
+    if len(errors) > 5:
+        lines.append(f"... and {len(errors) - 5} more")
+    hint = ""
+    if isinstance(instance, str) and schema.get("type") not in (None, "string"):
+        hint = "the output is not JSON; "
+    return CheckResult(
+        name="schema",
+        type="schema",
+        passed=False,
+        diagnosis=f"{hint}output does not match output_schema: " + "; ".join(lines),
+        details={"errors": len(errors)},
+    )
+
+
+async def _predicate_check(
+    name: str,
+    index: int,
+    expr: str,
+    step: ManifestStep,
+    output: Any,
+    depends: Mapping[str, Any],
+) -> CheckResult:
+    details = {"check_index": index, "expr": expr}
+    description = step.checks[index].description
+    try:
+        predicate = compile_predicate(expr)
+        passed, diagnosis = predicate.evaluate(
+            input=structured_output(step.input),
+            result=structured_output(output),
+            depends={dep: structured_output(value) for dep, value in depends.items()},
+        )
+    except ValueError as exc:  # PredicateError
+        return _errored(name, "predicate", str(exc), details)
+    if not passed and description:
+        diagnosis = f"{description}: {diagnosis}"
+    return CheckResult(
+        name=name, type="predicate", passed=passed, diagnosis=diagnosis, details=details
+    )
+
+
+async def _notes_check(notes: str) -> CheckResult:
+    text = (notes or "").strip()
+    if text.startswith("[FAIL]"):
+        return CheckResult(
+            name="notes",
+            type="notes",
+            passed=False,
+            diagnosis=f"the executor reported a failure: {truncate_middle(text, 500)}",
+        )
+    return CheckResult(name="notes", type="notes", passed=True)
+
+
+async def _pending_check(execution: ExecutionResult) -> CheckResult:
+    pending = [call for call in execution.tool_calls if call.status == "pending"]
+    if not pending:
+        return CheckResult(name="pending_tool_calls", type="pending_tool_calls", passed=True)
+    names = ", ".join(f"{call.name} ({call.id})" for call in pending)
+    return CheckResult(
+        name="pending_tool_calls",
+        type="pending_tool_calls",
+        passed=False,
+        diagnosis=f"{len(pending)} tool call(s) never got a result: {names}",
+        details={"pending": [call.id for call in pending]},
+    )
+
+
+async def _command_check(
+    name: str, index: int, command: str, workspace: Path, timeout_s: float
+) -> CheckResult:
+    run = await run_command(command, workspace, timeout_s=timeout_s)
+    details = {
+        "check_index": index,
+        "command": command,
+        "exit_code": run.exit_code,
+        "timed_out": run.timed_out,
+    }
+    output = truncate_middle(run.output, CHECK_OUTPUT_CHARS)
+    if run.timed_out:
+        diagnosis = f"`{command}` did not finish within {timeout_s:g} s"
+    elif run.exit_code != 0:
+        diagnosis = f"`{command}` exited with status {run.exit_code}"
+    else:
+        return CheckResult(name=name, type="command", passed=True, output=output, details=details)
+    return CheckResult(
+        name=name, type="command", passed=False, diagnosis=diagnosis, output=output, details=details
+    )
+
+
+async def _tests_check(
+    command: str,
+    workspace: Path,
+    timeout_s: float,
+    previous_collected: int | None,
+    *,
+    explicit: bool,
+) -> CheckResult:
+    run = await run_tests(command, workspace, timeout_s=timeout_s)
+    details: dict[str, Any] = {
+        "command": command,
+        "discovered": not explicit,
+        "exit_code": run.exit_code,
+        "timed_out": run.timed_out,
+        "structured": run.structured,
+    }
+    if run.structured:
+        details.update(
+            collected=run.collected,
+            passed=run.passed,
+            failed=run.failed,
+            errors=run.errors,
+            skipped=run.skipped,
+        )
+    problems = []
+    if run.timed_out:
+        problems.append(f"`{command}` did not finish within {timeout_s:g} s")
+    if run.structured:
+        if run.failed or run.errors:
+            problems.append(
+                f"{run.failed} of {run.collected} tests failed, {run.errors} errored"
+                if run.errors
+                else f"{run.failed} of {run.collected} tests failed"
+            )
+        if not run.collected and not run.timed_out:
+            problems.append("the test run collected no tests")
+        elif previous_collected is not None and (run.collected or 0) < previous_collected:
+            problems.append(
+                f"collected {run.collected} tests, the previous attempt collected {previous_collected}"
+            )
+    if not problems and run.exit_code != 0:
+        problems.append(f"`{command}` exited with status {run.exit_code}")
+    failures = format_failures(run)
+    if failures and run.output:
+        output = f"{failures}\n--- output (end) ---\n{run.output}"
+    else:
+        output = failures or run.output
+    output = _truncate_keeping_head(output, CHECK_OUTPUT_CHARS, keep_head=len(failures))
+    if run.failures:
+        details["failures"] = run.failures[:20]
+    if not problems:
+        summary = (
+            f"{run.passed} of {run.collected} tests passed"
+            if run.structured
+            else f"`{command}` exited 0"
+        )
+        return CheckResult(
+            name="tests",
+            type="tests",
+            passed=True,
+            diagnosis=summary,
+            output=output,
+            details=details,
+        )
+    return CheckResult(
+        name="tests",
+        type="tests",
+        passed=False,
+        diagnosis="; ".join(problems),
+        output=output,
+        details=details,
+    )
+
+
+async def _integrity_check(
+    step: ManifestStep, workspace: Path, baseline: Mapping[str, Any]
+) -> CheckResult:
+    before_files: dict[str, str] = dict(baseline.get("files") or {})
+    changed, deleted = [], []
+    for rel, digest in sorted(before_files.items()):
+        path = workspace / rel
+        if not path.is_file():
+            deleted.append(rel)
+        elif _sha256_file(path) != digest:
+            changed.append(rel)
+    added_guards = sorted(
+        path.relative_to(workspace).as_posix()
+        for path in workspace_files(workspace)
+        if path.name in GUARD_FILES and path.relative_to(workspace).as_posix() not in before_files
+    )
+    before_defs: dict[str, str] = dict(baseline.get("definitions") or {})
+    now_defs = _definitions(step)
+    definitions = sorted(
+        name
+        for name in before_defs.keys() | now_defs.keys()
+        if before_defs.get(name) != now_defs.get(name)
+    )
+    details: dict[str, Any] = {
+        "changed": changed,
+        "deleted": deleted,
+        "added": added_guards,
+        "definitions": definitions,
+        "writes_tests": step.writes_tests,
+    }
+    problems = []
+    if not step.writes_tests:
+        if changed:
+            problems.append("test files changed: " + ", ".join(changed))
+        if deleted:
+            problems.append("test files deleted: " + ", ".join(deleted))
+        if added_guards:
+            problems.append("test configuration added: " + ", ".join(added_guards))
+    if definitions:
+        problems.append("check definitions changed: " + ", ".join(definitions))
+    if not problems:
+        return CheckResult(name="integrity", type="integrity", passed=True, details=details)
+    return CheckResult(
+        name="integrity",
+        type="integrity",
+        passed=False,
+        diagnosis="; ".join(problems)
+        + (
+            " (only a step that declares writes_tests may change tests)"
+            if not step.writes_tests and (changed or deleted or added_guards)
+            else ""
+        ),
+        details=details,
+    )
+
+
+async def _review_check(
+    step: ManifestStep,
+    execution: ExecutionResult,
+    llm: AsyncStructuredLLM | None,
+    earlier: list[CheckResult],
+    threshold: float,
+) -> CheckResult:
+    if llm is None:
+        return _errored("review", "review", "no model is configured for the review")
+    messages = review_messages(
+        step_id=step.id,
+        task=output_text(step.input),
+        output=truncate_middle(output_text(execution.output), REVIEW_OUTPUT_CHARS),
+        notes=truncate_middle(execution.notes or "", 2000),
+        checks=[(result.name, result.passed) for result in earlier],
+    )
+    try:
+        answer = await llm.astructured("review", messages, StepReviewVerdict)
+    except LLMOutputError as exc:
+        return _errored("review", "review", f"the review answer was unusable: {exc}")
+    verdict = answer.value
+    details = {
+        "verdict_passed": verdict.passed,
+        "confidence": verdict.confidence,
+        "threshold": threshold,
+        "usage": answer.usage_update("review"),
+    }
+    passed = verdict.passed and verdict.confidence >= threshold
+    diagnosis = verdict.diagnosis
+    if verdict.passed and not passed:
+        diagnosis = (
+            f"the reviewer's confidence {verdict.confidence:.2f} is below {threshold:.2f}: "
+            f"{verdict.diagnosis}"
+        )
+    return CheckResult(
+        name="review", type="review", passed=passed, diagnosis=diagnosis, details=details
+    )
+
+
+# --- fingerprints -------------------------------------------------------------------------------
+
+
+def _fingerprint_files(
+    step: ManifestStep, workspace: Path, command: str | None
+) -> tuple[dict[str, str], bool]:
+    if not workspace.is_dir():
+        return {}, False
+    wanted: set[Path] = set()
+    truncated = False
+    for path in workspace_files(workspace):
+        rel = path.relative_to(workspace)
+        name = path.name
+        if (
+            rel.parts[0] == "tests"
+            or name in GUARD_FILES
+            or (name.startswith("test_") and name.endswith(".py"))
+            or name.endswith("_test.py")
+        ):
+            if path.suffix == ".pyc":
+                continue
+            if len(wanted) >= MAX_FINGERPRINTS:
+                truncated = True
+                break
+            wanted.add(path)
+    if uses_make(command):
+        wanted.update(workspace / name for name in MAKEFILES if (workspace / name).is_file())
+    for text in [command, *(c.command for c in step.checks if c.kind == "command")]:
+        wanted.update(_files_named(text, workspace))
+    files = {p.relative_to(workspace).as_posix(): _sha256_file(p) for p in sorted(wanted)}
+    return files, truncated
+
+
+def _files_named(command: str | None, workspace: Path) -> list[Path]:
+    """Workspace files a command names as arguments (``pytest checks/verify.py`` -> that file)."""
+    try:
+        tokens = shlex.split(command or "")
+    except ValueError:
+        return []
+    found = []
+    root = workspace.resolve()
+    for token in tokens[1:]:
+        token = token.split("::", 1)[0]
+        if not token or token.startswith("-") or len(token) > 300:
+            continue
+        path = (workspace / token).resolve()
+        if path.is_file() and path.is_relative_to(root):
+            found.append(workspace / path.relative_to(root))
+    return found
+
+
+def _definitions(step: ManifestStep) -> dict[str, str]:
+    definitions: dict[str, Any] = {
+        "test_command": step.test_command,
+        "output_schema": step.output_schema,
+        "requires_testing": step.requires_testing,
+        "writes_tests": step.writes_tests,
+    }
+    counts = {"predicate": 0, "command": 0}
+    for check in step.checks:
+        definitions[f"{check.kind}[{counts[check.kind]}]"] = check.model_dump(mode="json")
+        counts[check.kind] += 1
+    return {name: _sha256_json(value) for name, value in definitions.items()}
+
+
+def _sha256_json(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _errored(
+    name: str, kind: CheckType, diagnosis: str, details: dict[str, Any] | None = None
+) -> CheckResult:
+    return CheckResult(
+        name=name,
+        type=kind,
+        passed=False,
+        errored=True,
+        diagnosis=diagnosis,
+        details=details or {},
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "it timed out"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _truncate_keeping_head(text: str, limit: int, *, keep_head: int) -> str:
+    """Truncate in the middle, but never inside the first ``keep_head`` characters when possible."""
+    if len(text) <= limit:
+        return text
+    if keep_head and keep_head < limit // 2:
+        head = text[:keep_head]
+        return head + truncate_middle(text[keep_head:], limit - keep_head)
+    return truncate_middle(text, limit)
+
+
+__all__ = [
+    "REVIEW_THRESHOLD",
+    "checks_passed",
+    "output_text",
+    "run_checks",
+    "structured_output",
+    "take_baseline",
+    "truncate_middle",
+]

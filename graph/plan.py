@@ -1,0 +1,80 @@
+"""The plan graph: runs a manifest of tool-using steps, one thread per plan run (docs/plans.md).
+
+START -> plan -> critique -> dispatch -> run_step (one Send per ready step) -> batch_end
+      -> replan | dispatch | finalize -> END; each run_step is the step graph: prepare -> execute
+      -> check -> correct -> execute ... -> finish (or human_review, or a nested subplan).
+"""
+
+from __future__ import annotations
+
+from langgraph.graph import END, START, StateGraph
+
+from veriloop.context import PlanContext
+from veriloop.graph.plan_routers import (
+    route_after_batch,
+    route_after_check,
+    route_after_critique,
+    route_after_plan,
+    route_dispatch,
+    route_step_start,
+)
+from veriloop.graph.plan_state import PlanInput, PlanState, StepInput, StepOutput, StepState
+from veriloop.nodes.plan.batch_end import batch_end
+from veriloop.nodes.plan.critique import critique
+from veriloop.nodes.plan.dispatch import dispatch
+from veriloop.nodes.plan.finalize import finalize
+from veriloop.nodes.plan.plan import plan
+from veriloop.nodes.plan.replan import replan
+from veriloop.nodes.plan.review import human_review
+from veriloop.nodes.plan.step import check, correct, execute, finish, prepare
+from veriloop.nodes.plan.subplan import make_subplan
+
+
+def build_step_graph() -> StateGraph:
+    """One step's verify-fix loop; compiled without a checkpointer so it uses the run's."""
+    builder = StateGraph(
+        StepState, context_schema=PlanContext, input_schema=StepInput, output_schema=StepOutput
+    )
+    builder.add_node("prepare", prepare)
+    builder.add_node("execute", execute)
+    builder.add_node("check", check)
+    builder.add_node("correct", correct)
+    builder.add_node("finish", finish)
+    builder.add_node("human_review", human_review)
+    builder.add_node("subplan", make_subplan(lambda: graph))
+
+    builder.add_conditional_edges(START, route_step_start)
+    builder.add_edge("prepare", "execute")
+    builder.add_edge("execute", "check")
+    builder.add_conditional_edges("check", route_after_check)
+    builder.add_edge("correct", "execute")
+    builder.add_edge("finish", END)
+    builder.add_edge("human_review", END)
+    builder.add_edge("subplan", END)
+    return builder
+
+
+def build_plan_graph() -> StateGraph:
+    """The uncompiled plan graph; compile it with a checkpointer (thread_id = run id)."""
+    builder = StateGraph(PlanState, context_schema=PlanContext, input_schema=PlanInput)
+    builder.add_node("plan", plan)
+    builder.add_node("critique", critique)
+    builder.add_node("dispatch", dispatch)
+    builder.add_node("run_step", build_step_graph().compile(name="step"))
+    builder.add_node("batch_end", batch_end)
+    builder.add_node("replan", replan)
+    builder.add_node("finalize", finalize)
+
+    builder.add_edge(START, "plan")
+    builder.add_conditional_edges("plan", route_after_plan)
+    builder.add_conditional_edges("critique", route_after_critique)
+    builder.add_conditional_edges("dispatch", route_dispatch, ["run_step", "finalize"])
+    builder.add_edge("run_step", "batch_end")
+    builder.add_conditional_edges("batch_end", route_after_batch)
+    builder.add_edge("replan", "dispatch")
+    builder.add_edge("finalize", END)
+    return builder
+
+
+# Studio / `langgraph dev` load this (langgraph.json); nested plan steps run it as their child graph.
+graph = build_plan_graph().compile(name="plan")

@@ -1,0 +1,39 @@
+"""Reading a plan run out of its state: the one report every interface (Python, CLI, HTTP, the
+HTML page, a parent plan step) shows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from veriloop.schemas.plan_run import PendingReview, PlanRunReport, StepResult
+
+
+def state_to_report(
+    values: Mapping[str, Any], *, pending_reviews: Sequence[PendingReview] = ()
+) -> PlanRunReport:
+    """The run's report; a run with pending reviews is ``awaiting_review`` whatever else it says."""
+    status = values.get("status") or "running"
+    if pending_reviews:
+        status = "awaiting_review"
+    order = [s["id"] for s in (values.get("plan") or {}).get("steps", [])]
+    results = values.get("step_results") or {}
+    steps = {
+        step_id: StepResult.model_validate(results[step_id])
+        for step_id in [*order, *sorted(set(results) - set(order))]
+        if step_id in results
+    }
+    return PlanRunReport(
+        run_id=values.get("run_id", ""),
+        status=status,
+        goal=values.get("goal", ""),
+        manifest=values.get("plan"),
+        critique=values.get("critique"),
+        steps=steps,
+        superseded=[StepResult.model_validate(r) for r in values.get("superseded") or []],
+        replan_history=values.get("replan_history") or [],
+        halted=bool(values.get("halted")),
+        halt_reason=values.get("halt_reason", ""),
+        pending_reviews=list(pending_reviews),
+        usage=values.get("usage") or {},
+    )

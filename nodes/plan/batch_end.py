@@ -1,0 +1,43 @@
+"""batch_end node: apply each finished step's failure policy once the whole batch is done
+(seed 000: classify first, replan after, so independent steps of the batch keep their results)."""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from veriloop.context import PlanContext
+from veriloop.engines.plan.policy import disposition, replan_allowed
+from veriloop.graph.plan_state import PlanState
+from veriloop.nodes.plan.support import emit, manifest_of, plan_context
+
+
+def batch_end(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
+    """Skip, halt or ask for one replan covering every step of the batch that wants one."""
+    ctx = plan_context(runtime)
+    manifest = manifest_of(state)
+    results = state.get("step_results") or {}
+    skipped, replan, halts = {}, [], []
+    for step_id in state.get("ready") or []:
+        result = results[step_id]
+        allowed = replan_allowed(
+            step_id,
+            attempts_by_step=state.get("replan_attempts") or {},
+            replans_in_run=state.get("replan_count", 0),
+            max_per_step=ctx.max_replans_per_step,
+            max_per_run=ctx.max_replans_per_run,
+        )
+        move = disposition(manifest.step(step_id), result["status"], replan_allowed=allowed)
+        if move == "skip":
+            skipped[step_id] = {**result, "status": "skipped"}
+            emit(state, "step_finished", step_id=step_id, status="skipped", diagnosis=result.get("diagnosis", ""))
+        elif move == "replan":
+            replan.append(step_id)
+        elif move == "halt":
+            halts.append(f"critical step {step_id!r} {result['status']}: {result.get('diagnosis', '')}")
+    return {
+        "step_results": skipped,
+        "replan_required": bool(replan) and not halts,
+        "replan_steps": replan,
+        "halted": bool(halts),
+        "halt_reason": "; ".join(halts),
+    }

@@ -1,0 +1,46 @@
+"""dispatch node: find the next batch (the ready steps of the lowest unfinished level); mark
+steps that can never run as blocked. The router sends one ``Send`` per ready step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from veriloop.engines.plan.policy import dependency_results, next_batch
+from veriloop.graph.plan_state import PlanState, StepInput
+from veriloop.nodes.plan.support import emit, manifest_of
+from veriloop.schemas.plan_run import StepResult
+
+
+def dispatch(state: PlanState) -> dict:
+    """The next batch, or none once the run halted."""
+    if state.get("halted"):
+        return {"ready": []}
+    batch = next_batch(manifest_of(state), state.get("step_results") or {})
+    blocked = {
+        step_id: StepResult(step_id=step_id, status="blocked", diagnosis=why).model_dump()
+        for step_id, why in batch.blocked.items()
+    }
+    for step_id, result in blocked.items():
+        emit(state, "step_finished", step_id=step_id, status="blocked", diagnosis=result["diagnosis"])
+    return {"ready": batch.ready, "step_results": blocked}
+
+
+def step_inputs(state: PlanState) -> list[StepInput]:
+    """One StepInput per ready step: the step, the agents, and its dependencies' outputs."""
+    manifest = manifest_of(state)
+    results: dict[str, Any] = state.get("step_results") or {}
+    agents = {name: agent.model_dump() for name, agent in manifest.agents.items()}
+    inputs = []
+    for step_id in state.get("ready") or []:
+        step = manifest.step(step_id)
+        inputs.append(
+            StepInput(
+                run_id=state["run_id"],
+                goal=state.get("goal", ""),
+                step=step.model_dump(),
+                agents=agents,
+                depends=dependency_results(step, results),
+                depth=state.get("depth", 1),
+            )
+        )
+    return inputs

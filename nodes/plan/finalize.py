@@ -1,0 +1,24 @@
+"""finalize node: the run's status. Completed only when every step of the plan completed."""
+
+from __future__ import annotations
+
+from veriloop.engines.plan.policy import run_completed
+from veriloop.graph.plan_state import PlanState
+from veriloop.nodes.plan.support import manifest_of
+from veriloop.schemas.plan_run import FINISHED_STATUSES, StepResult
+
+
+def finalize(state: PlanState) -> dict:
+    """Steps that never ran are blocked; the status comes from step statuses, never from prose."""
+    if state.get("status") == "rejected" or state.get("plan") is None:
+        return {"status": "rejected"}
+    manifest = manifest_of(state)
+    results = state.get("step_results") or {}
+    why = state.get("halt_reason") or "the run ended before this step could run"
+    unfinished = {
+        step.id: StepResult(step_id=step.id, status="blocked", diagnosis=why).model_dump()
+        for step in manifest.steps
+        if (results.get(step.id) or {}).get("status") not in FINISHED_STATUSES
+    }
+    status = "completed" if run_completed(manifest, {**results, **unfinished}) else "failed"
+    return {"step_results": unfinished, "status": status}

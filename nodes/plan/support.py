@@ -1,0 +1,63 @@
+"""What plan nodes read the same way: the context, the manifest, tools, the step, progress events."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from langgraph.config import get_stream_writer
+from langgraph.runtime import Runtime
+
+from veriloop.context import PlanContext
+from veriloop.engines.plan.tools import load_tools
+from veriloop.engines.plan.workspace import Workspace, workspace_tools
+from veriloop.graph.plan_state import PlanState, StepState
+from veriloop.schemas.manifest import Manifest, ManifestStep
+
+log = logging.getLogger("veriloop.plan")
+
+EVENTS = (
+    "attempt_started",
+    "step_testing",
+    "check_result",
+    "attempt_finished",
+    "step_finished",
+    "replan",
+)
+"""Custom stream events (``stream_mode="custom"``); every event also carries ``run_id``."""
+
+
+def plan_context(runtime: Runtime[PlanContext]) -> PlanContext:
+    """The run's context; LangServe and bare ``invoke`` pass none, so defaults apply."""
+    ctx = runtime.context
+    return ctx if isinstance(ctx, PlanContext) else PlanContext()
+
+
+def manifest_of(state: PlanState) -> Manifest:
+    """The manifest being run."""
+    return Manifest.model_validate(state["plan"])
+
+
+def step_of(state: StepState) -> ManifestStep:
+    """The step this loop runs."""
+    return ManifestStep.model_validate(state["step"])
+
+
+def workspace_of(ctx: PlanContext) -> Path:
+    """The directory steps work in."""
+    return Path(ctx.workspace).resolve()
+
+
+def tool_registry(ctx: PlanContext) -> dict[str, Any]:
+    """Every tool a step may use: the configured ones plus the workspace-confined file tools."""
+    tools = {tool.name: tool for tool in workspace_tools(Workspace(workspace_of(ctx)))}
+    tools.update(load_tools(ctx.tools))
+    return tools
+
+
+def emit(state: PlanState | StepState, event: str, **fields: Any) -> None:
+    """Send a progress event on the custom stream (a no-op when nobody streams it)."""
+    payload = {"event": event, "run_id": state.get("run_id"), **fields}
+    get_stream_writer()(payload)
+    log.debug("%s", payload)

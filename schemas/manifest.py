@@ -1,0 +1,124 @@
+"""Plans of tool-using steps: the manifest (agents and steps) that the plan graph runs.
+
+A manifest is what a user writes (YAML or JSON) or the meta-planner drafts. The
+lenient reading of what people and models actually write (``tasks`` for
+``steps``, ``requires`` for ``depends_on``, a string where a list is expected,
+code fences...) lives in ``engines/plan/manifest.py``; these models are the
+normalised form that every layer passes around.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from veriloop.schemas.base import WireModel
+
+StepType = Literal["task", "synthesis_gate", "human_review", "plan"]
+"""task: one executor run; synthesis_gate: combines its dependencies' results and halts everything
+downstream when it fails; human_review: pauses the run for a person's verdict; plan: a nested
+sub-plan that completes only when every child step is verified."""
+ExecutorKind = Literal["llm", "shell", "python", "plan", "human"]
+"""How a step acts: a tool-calling model agent, a shell command, a Python callable, a nested plan,
+or a person (human_review)."""
+OnFailure = Literal["stop", "skip", "retry", "replan"]
+"""What a failed step does to the run, together with ``critical`` (seed 003's matrix)."""
+Origin = Literal["user", "model"]
+"""Who wrote a step: the user's manifest, or a model (meta-planner, replanner). Model-written shell
+commands run only when allowlisted or approved by a person."""
+CheckKind = Literal["predicate", "command"]
+
+MAX_RETRIES_CAP = 5
+"""Corrective attempts per step never exceed this, whatever the manifest says."""
+
+
+class AgentSpec(WireModel):
+    """A named agent that ``llm`` steps run as: its system prompt, tool names and optional model."""
+
+    prompt: str = ""
+    tools: list[str] = Field(default_factory=list)
+    model: str | None = Field(default=None, description="Overrides the context's model.")
+
+
+class CheckSpec(WireModel):
+    """A check declared on a step, beyond the output schema, notes contract and tests."""
+
+    kind: CheckKind
+    expr: str | None = Field(
+        default=None,
+        description="Predicate over input, result and depends; true, false or a diagnosis string.",
+    )
+    command: str | None = Field(default=None, description="A command whose exit status 0 passes.")
+    description: str | None = None
+    timeout_s: float | None = None
+
+    @model_validator(mode="after")
+    def _one_body(self) -> CheckSpec:
+        body = self.expr if self.kind == "predicate" else self.command
+        if not (body or "").strip():
+            field_name = "expr" if self.kind == "predicate" else "command"
+            raise ValueError(f"a {self.kind} check needs a non-empty {field_name!r}")
+        return self
+
+
+class ManifestStep(WireModel):
+    """One step of a manifest, normalised."""
+
+    id: str
+    type: StepType = "task"
+    executor: ExecutorKind = Field(
+        description="Derived when not given: human_review -> human, plan -> plan, command -> shell, "
+        "function -> python, otherwise llm."
+    )
+    agent: str | None = Field(default=None, description="Agent name for llm steps.")
+    input: Any = Field(default="", description="The step's task text or JSON input.")
+    command: str | None = Field(default=None, description="Shell command for shell steps.")
+    function: str | None = Field(
+        default=None, description="Name of a registered callable for python steps."
+    )
+    plan: Manifest | None = Field(default=None, description="The nested manifest of a plan step.")
+    depends_on: list[str] = Field(default_factory=list)
+    on_failure: OnFailure = "stop"
+    max_retries: int = Field(
+        default=0, ge=0, le=MAX_RETRIES_CAP, description="Corrective attempts after the first."
+    )
+    critical: bool = False
+    requires_testing: bool | None = Field(
+        default=None,
+        description="True: tests must exist and pass; None: run tests found by convention; False: no tests.",
+    )
+    test_command: str | None = None
+    writes_tests: bool = Field(
+        default=False,
+        description="The step's declared job is writing tests, so changing test files is allowed.",
+    )
+    checks: list[CheckSpec] = Field(default_factory=list)
+    output_schema: dict[str, Any] | None = Field(
+        default=None, description="JSON schema the step's output must validate against."
+    )
+    timeout_s: float | None = Field(default=None, description="Overrides the context's timeout.")
+    origin: Origin = "user"
+
+    @property
+    def self_correcting(self) -> bool:
+        """Only a model can act on a corrective prompt; re-running a deterministic executor changes nothing."""
+        return self.executor == "llm"
+
+
+class Manifest(WireModel):
+    """A plan of tool-using steps."""
+
+    goal: str = ""
+    agents: dict[str, AgentSpec] = Field(default_factory=dict)
+    steps: list[ManifestStep] = Field(default_factory=list)
+
+    def step(self, step_id: str) -> ManifestStep:
+        """The step with ``step_id`` (KeyError when absent)."""
+        for step in self.steps:
+            if step.id == step_id:
+                return step
+        raise KeyError(step_id)
+
+
+ManifestStep.model_rebuild()

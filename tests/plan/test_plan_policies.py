@@ -1,0 +1,181 @@
+"""The plan graph's policies through the public API: the on_failure x critical matrix, gates,
+blocking, parallel batches, nested plans and human reviews (python steps: no model needed)."""
+
+from __future__ import annotations
+
+import pytest
+from plan_testkit import manifest, py_step
+
+from veriloop.plans import NoPendingReviewError, UnknownRunError
+
+
+def statuses(report) -> dict[str, str]:
+    return {step_id: result.status for step_id, result in report.steps.items()}
+
+
+# a fails its predicate; b is independent; c needs a; d (level 1) needs only b.
+def matrix_manifest(on_failure: str, critical: bool) -> dict:
+    return manifest(
+        py_step("a", "bad", on_failure=on_failure, critical=critical),
+        py_step("b"),
+        py_step("c", depends_on=["a"]),
+        py_step("d", depends_on=["b"]),
+    )
+
+
+@pytest.mark.parametrize(
+    ("on_failure", "critical", "a_status", "halted"),
+    [
+        ("stop", True, "failed", True),
+        ("stop", False, "skipped", False),
+        ("skip", True, "skipped", False),
+        ("skip", False, "skipped", False),
+        ("retry", True, "failed", True),
+        ("retry", False, "skipped", False),
+        ("replan", True, "failed", True),  # no replan budget: falls back to halt
+        ("replan", False, "skipped", False),  # ... or to skip
+    ],
+)
+def test_on_failure_by_critical_matrix(runner, calls, on_failure, critical, a_status, halted):
+    report = runner(max_replans_per_step=0).run(matrix_manifest(on_failure, critical))
+    got = statuses(report)
+    assert got["a"] == a_status and got["b"] == "completed"
+    assert report.halted is halted and report.status == "failed"
+    if halted:
+        # The run stopped at the end of a's batch: nothing after it ran.
+        assert got["c"] == got["d"] == "blocked" and calls["ok"] == 1
+        assert "critical step 'a'" in report.halt_reason
+    else:
+        # Skipped: the run goes on, and c runs without a's result.
+        assert got["c"] == got["d"] == "completed"
+        assert report.steps["c"].output == {"value": "c", "depends": ["a"]}
+    # The predicate check says why a failed; its verification status is partial_pass.
+    a = report.steps["a"]
+    assert a.verification_status == "partial_pass" and a.attempts[-1].checks[0].passed is False
+
+
+def test_a_clean_run_completes_and_passes_dependency_results(runner):
+    report = runner().run(manifest(py_step("a"), py_step("b", depends_on=["a"])))
+    assert report.status == "completed" and statuses(report) == {"a": "completed", "b": "completed"}
+    assert report.steps["b"].output == {"value": "b", "depends": ["a"]}
+    assert report.steps["a"].verification_status == "verified"
+    assert [a.run_number for a in report.steps["a"].attempts] == [1]
+
+
+def test_python_steps_are_not_retried_even_with_a_budget(runner, calls):
+    # Re-running a deterministic executor changes nothing (seed 004, pitfall 3).
+    report = runner().run(manifest(py_step("a", "bad", max_retries=3, on_failure="retry")))
+    assert calls["bad"] == 1 and len(report.steps["a"].attempts) == 1
+
+
+def test_an_executor_crash_is_execution_failed_not_a_verification_failure(runner):
+    report = runner().run(manifest(py_step("a", "boom", critical=True)))
+    a = report.steps["a"]
+    assert a.verification_status == "execution_failed" and a.status == "failed"
+    assert "the executor crashed" in a.diagnosis and a.attempts[0].checks == []
+    assert report.status == "failed" and report.halted
+
+
+def test_a_failed_gate_blocks_only_what_is_downstream_of_it(runner):
+    gate = py_step("gate", "bad", type="synthesis_gate", depends_on=["a", "b"])
+    report = runner().run(
+        manifest(
+            py_step("a"),
+            py_step("b"),
+            gate,
+            py_step("after_gate", depends_on=["gate"]),
+            py_step("beside", depends_on=["b"]),
+            py_step("later", depends_on=["beside"]),
+        )
+    )
+    got = statuses(report)
+    assert got["gate"] == "failed" and got["after_gate"] == "blocked"
+    assert got["beside"] == got["later"] == "completed"
+    assert not report.halted and report.status == "failed"
+    assert "gate" in report.steps["after_gate"].diagnosis
+
+
+def test_parallel_steps_write_disjoint_results_without_losing_any(runner, calls):
+    steps = [py_step(f"s{i}", "slow") for i in range(8)]
+    report = runner().run(manifest(*steps, py_step("join", depends_on=[s["id"] for s in steps])), concurrency=8)
+    assert report.status == "completed" and calls["slow"] == 8
+    assert report.steps["join"].output["depends"] == sorted(f"s{i}" for i in range(8))
+
+
+def test_progress_events_for_every_attempt_and_check(runner):
+    events = []
+    runner().run(manifest(py_step("a"), py_step("b", "bad")), on_event=events.append)
+    kinds = [(e["event"], e.get("step_id")) for e in events]
+    for step_id in ("a", "b"):
+        assert ("attempt_started", step_id) in kinds and ("attempt_finished", step_id) in kinds
+        assert ("step_finished", step_id) in kinds
+    failed_checks = [e for e in events if e["event"] == "check_result" and not e["passed"]]
+    assert [(e["step_id"], e["type"]) for e in failed_checks] == [("b", "predicate")]
+    assert all(e["run_id"] for e in events)
+
+
+def test_human_review_pauses_the_run_and_resumes_with_the_answer(runner):
+    plan = runner()
+    review = {"id": "review", "type": "human_review", "input": "Ship it?", "depends_on": ["a"]}
+    report = plan.run(manifest(py_step("a"), review, py_step("after", depends_on=["review"])), run_id="r1")
+    assert report.status == "awaiting_review"
+    assert [p.step_id for p in report.pending_reviews] == ["review"]
+    assert "Ship it?" in report.pending_reviews[0].question
+    assert "after" not in report.steps  # nothing downstream ran
+    with pytest.raises(NoPendingReviewError):
+        plan.resume("r1", {"nope": {"approved": True}})
+    done = plan.resume("r1", {"review": {"approved": True, "comment": "fine"}})
+    assert done.status == "completed" and done.steps["review"].review == {"approved": True, "comment": "fine"}
+    assert done.steps["after"].status == "completed"
+
+
+def test_a_rejected_review_fails_with_the_comment_and_blocks_downstream(runner):
+    plan = runner()
+    review = {"id": "review", "type": "human_review", "input": "Ship it?"}
+    plan.run(manifest(review, py_step("after", depends_on=["review"])), run_id="r2")
+    done = plan.resume("r2", {"review": {"approved": False, "comment": "tests look thin"}})
+    assert done.steps["review"].status == "failed"
+    assert "tests look thin" in done.steps["review"].diagnosis
+    assert done.steps["after"].status == "blocked" and done.status == "failed"
+
+
+def test_unknown_run_is_a_clear_error(runner):
+    with pytest.raises(UnknownRunError):
+        runner().report("no-such-run")
+
+
+def nested(depth: int) -> dict:
+    """A plan step nested ``depth`` plans deep (1 = a plan step in the top-level manifest)."""
+    inner = manifest(py_step("leaf"))
+    for level in range(depth):
+        inner = manifest({"id": f"sub{level}", "type": "plan", "plan": inner})
+    return inner
+
+
+def test_nested_plans_complete_only_when_every_child_step_completed(runner):
+    report = runner().run(manifest(py_step("a"), {"id": "child", "type": "plan", "depends_on": ["a"], "plan": manifest(py_step("x"), py_step("y", depends_on=["x"]))}))
+    assert report.status == "completed"
+    child = report.steps["child"]
+    assert child.status == "completed" and child.sub_run["status"] == "completed"
+    assert set(child.sub_run["steps"]) == {"x", "y"}
+
+
+def test_a_failing_child_fails_its_parent_step(runner):
+    child = {"id": "child", "type": "plan", "critical": True, "plan": manifest(py_step("x", "bad"))}
+    report = runner().run(manifest(child, py_step("after", depends_on=["child"])))
+    assert report.steps["child"].status == "failed" and "x" in report.steps["child"].diagnosis
+    assert report.steps["child"].sub_run["steps"]["x"]["status"] == "skipped"
+    assert report.halted and report.steps["after"].status == "blocked"
+
+
+def test_nesting_to_the_depth_limit_runs_and_one_past_it_is_rejected(runner):
+    assert runner(max_depth=3).run(nested(2)).status == "completed"
+    rejected = runner(max_depth=3).run(nested(3))
+    assert rejected.status == "rejected" and "deeper than 3" in rejected.halt_reason
+    assert rejected.steps == {}
+
+
+def test_an_invalid_user_manifest_is_rejected_with_located_problems(runner):
+    report = runner().run(manifest(py_step("a", depends_on=["ghost"])))
+    assert report.status == "rejected" and "ghost" in report.halt_reason
+    assert report.critique.has_critical

@@ -1,0 +1,261 @@
+"""Running plans of tool-using steps from Python.
+
+    report = run_plan("plan.yaml", tools=[search, summarize], context=PlanContext(workspace="proj"))
+    report.status                      # "completed" only when every step's checks passed
+    report.steps["build"].attempts     # every attempt with its run number and per-check results
+
+    runner = PlanRunner(checkpointer=AsyncSqliteSaver(...))      # durable: resumable after a crash
+    report = await runner.arun(manifest, run_id="nightly-42", on_event=print)
+    if report.status == "awaiting_review":
+        report = await runner.aresume("nightly-42", {"review": {"approved": True}})
+
+Each run is one thread (``thread_id`` = run id) of the plan graph in the checkpointer, with
+``durability="sync"``: every finished step and every attempt is saved before the next starts,
+so ``aresume(run_id)`` after a crash continues without re-running finished steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
+
+from veriloop.context import PlanContext
+from veriloop.graph.plan import build_plan_graph
+from veriloop.graph.plan_io import state_to_report
+from veriloop.schemas.manifest import Manifest
+from veriloop.schemas.plan_run import PendingReview, PlanRunReport, ReviewDecision
+
+EventHandler = Callable[[dict[str, Any]], Any | Awaitable[Any]]
+"""Called with every progress event (``{"event": "attempt_started", "step_id": ...}``)."""
+
+
+class UnknownRunError(LookupError):
+    """No plan run with this id exists in the checkpointer."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"unknown plan run {run_id!r}")
+        self.run_id = run_id
+
+
+class NoPendingReviewError(ValueError):
+    """A review answer for a run (or a step) that is not waiting for one."""
+
+
+class PlanRunner:
+    """The compiled plan graph with a checkpointer, a context and tools."""
+
+    def __init__(
+        self,
+        checkpointer: BaseCheckpointSaver | None = None,
+        context: PlanContext | None = None,
+        tools: Any = None,
+    ) -> None:
+        self.checkpointer = checkpointer if checkpointer is not None else InMemorySaver()
+        context = context or PlanContext()
+        self.context = dataclasses.replace(context, tools=tools) if tools is not None else context
+        self.graph: CompiledStateGraph = build_plan_graph().compile(
+            checkpointer=self.checkpointer, name="plan"
+        )
+
+    # -- async ----------------------------------------------------------------------------------
+
+    async def arun(
+        self,
+        manifest_or_goal: str | Path | Mapping[str, Any] | Manifest,
+        *,
+        goal: str | None = None,
+        run_id: str | None = None,
+        concurrency: int = 4,
+        on_event: EventHandler | None = None,
+    ) -> PlanRunReport:
+        """Run a manifest (a file, YAML/JSON text, a mapping, a Manifest) or a goal to its end or
+        to its first human review."""
+        run_id = run_id or uuid.uuid4().hex
+        if await self._values(run_id):
+            raise ValueError(f"plan run {run_id!r} exists already: use aresume() to continue it")
+        graph_input = {"run_id": run_id, "depth": 1, **plan_input(manifest_or_goal, goal)}
+        await self._stream(graph_input, run_id, concurrency, on_event)
+        return await self.areport(run_id)
+
+    async def aresume(
+        self,
+        run_id: str,
+        decisions: Mapping[str, ReviewDecision | Mapping[str, Any]] | None = None,
+        *,
+        concurrency: int = 4,
+        on_event: EventHandler | None = None,
+    ) -> PlanRunReport:
+        """Answer pending reviews (step id -> ``{"approved": bool, "comment": str}``), or, with no
+        decisions, continue a run that stopped (a crash, a provider outage) where it was."""
+        report = await self.areport(run_id)
+        if decisions:
+            pending = {review.step_id: review for review in report.pending_reviews}
+            unknown = sorted(set(decisions) - set(pending))
+            if unknown:
+                waiting = ", ".join(sorted(pending)) or "none"
+                raise NoPendingReviewError(
+                    f"run {run_id!r} has no pending review for {', '.join(unknown)} (waiting: {waiting})"
+                )
+            answers = {
+                pending[step_id].interrupt_id: ReviewDecision.model_validate(
+                    decision, from_attributes=True
+                ).model_dump()
+                for step_id, decision in decisions.items()
+            }
+            await self._stream(Command(resume=answers), run_id, concurrency, on_event)
+        elif report.status in ("running", "awaiting_review") and not report.pending_reviews:
+            await self._stream(None, run_id, concurrency, on_event)
+        return await self.areport(run_id)
+
+    async def areport(self, run_id: str) -> PlanRunReport:
+        """The run as the checkpointer holds it."""
+        snapshot = await self.graph.aget_state(_config(run_id), subgraphs=True)
+        if not snapshot.values:
+            raise UnknownRunError(run_id)
+        return state_to_report(snapshot.values, pending_reviews=pending_reviews(snapshot))
+
+    # -- sync twins -----------------------------------------------------------------------------
+
+    def run(self, manifest_or_goal, **kwargs) -> PlanRunReport:
+        """:meth:`arun` for code that is not async (not from inside a running event loop)."""
+        return _sync(self.arun(manifest_or_goal, **kwargs))
+
+    def resume(self, run_id: str, decisions=None, **kwargs) -> PlanRunReport:
+        """:meth:`aresume` for code that is not async."""
+        return _sync(self.aresume(run_id, decisions, **kwargs))
+
+    def report(self, run_id: str) -> PlanRunReport:
+        """:meth:`areport` for code that is not async."""
+        return _sync(self.areport(run_id))
+
+    # -- internals ------------------------------------------------------------------------------
+
+    async def _values(self, run_id: str) -> dict[str, Any]:
+        return (await self.graph.aget_state(_config(run_id))).values
+
+    async def _stream(
+        self, graph_input: Any, run_id: str, concurrency: int, on_event: EventHandler | None
+    ) -> None:
+        config = {**_config(run_id), "max_concurrency": max(1, int(concurrency))}
+        async for _namespace, event in self.graph.astream(
+            graph_input,
+            config,
+            context=self.context,
+            stream_mode="custom",
+            subgraphs=True,
+            durability="sync",
+        ):
+            if on_event is not None:
+                outcome = on_event(event)
+                if asyncio.iscoroutine(outcome):
+                    await outcome
+
+
+async def arun_plan(
+    manifest_or_goal: str | Path | Mapping[str, Any] | Manifest,
+    *,
+    tools: Any = None,
+    context: PlanContext | None = None,
+    checkpointer: BaseCheckpointSaver | None = None,
+    **kwargs: Any,
+) -> PlanRunReport:
+    """Run a manifest or a goal once (see :class:`PlanRunner` to resume or answer reviews)."""
+    runner = PlanRunner(checkpointer=checkpointer, context=context, tools=tools)
+    return await runner.arun(manifest_or_goal, **kwargs)
+
+
+def run_plan(
+    manifest_or_goal: str | Path | Mapping[str, Any] | Manifest,
+    *,
+    tools: Any = None,
+    context: PlanContext | None = None,
+    checkpointer: BaseCheckpointSaver | None = None,
+    **kwargs: Any,
+) -> PlanRunReport:
+    """Sync :func:`arun_plan`."""
+    return _sync(
+        arun_plan(manifest_or_goal, tools=tools, context=context, checkpointer=checkpointer, **kwargs)
+    )
+
+
+def plan_input(
+    manifest_or_goal: str | Path | Mapping[str, Any] | Manifest, goal: str | None = None
+) -> dict[str, Any]:
+    """The graph input: ``manifest`` for a manifest (parsed by the plan node), else ``goal``.
+
+    A str is a manifest when it reads as a YAML/JSON mapping or list; any other text is a goal.
+    """
+    if isinstance(manifest_or_goal, Manifest):
+        manifest: Any = manifest_or_goal.model_dump(by_alias=False)
+    elif isinstance(manifest_or_goal, Path):
+        manifest = manifest_or_goal.read_text(encoding="utf-8")
+    elif isinstance(manifest_or_goal, Mapping):
+        manifest = dict(manifest_or_goal)
+    elif _reads_as_manifest(manifest_or_goal):
+        manifest = manifest_or_goal
+    else:
+        return {"goal": manifest_or_goal.strip()}
+    return {"manifest": manifest, **({"goal": goal} if goal else {})}
+
+
+def pending_reviews(snapshot: Any) -> list[PendingReview]:
+    """Every interrupt the run waits on (in its steps and nested plans), by step id."""
+    found: dict[str, PendingReview] = {}
+
+    def visit(state: Any) -> None:
+        for item in getattr(state, "interrupts", ()) or ():
+            _add(item)
+        for task in getattr(state, "tasks", ()) or ():
+            for item in task.interrupts:
+                _add(item)
+            if task.state is not None and not isinstance(task.state, dict):
+                visit(task.state)
+
+    def _add(item: Any) -> None:
+        value = item.value if isinstance(item.value, dict) else {"question": str(item.value)}
+        found.setdefault(
+            item.id,
+            PendingReview(
+                step_id=str(value.get("step_id", "")),
+                interrupt_id=item.id,
+                question=str(value.get("question", "")),
+                context={k: v for k, v in value.items() if k not in ("step_id", "question")},
+            ),
+        )
+
+    visit(snapshot)
+    return list(found.values())
+
+
+def _reads_as_manifest(text: str) -> bool:
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        return True
+    try:
+        parsed = yaml.safe_load(stripped)
+    except yaml.YAMLError:
+        return False
+    return isinstance(parsed, dict | list)
+
+
+def _config(run_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": run_id}}
+
+
+def _sync(coroutine: Awaitable[Any]) -> Any:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    coroutine.close()
+    raise RuntimeError("called from a running event loop: await the async method instead")
