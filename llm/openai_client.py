@@ -67,7 +67,8 @@ Exchange = Generator[Request, Any, Any]
 
 
 class OpenAIStructuredLLM:
-    """:class:`~veriloop.llm.base.StructuredLLM` over the ``openai`` SDK."""
+    """:class:`~veriloop.llm.base.StructuredLLM` and :class:`~veriloop.llm.base.AsyncStructuredLLM`
+    over the ``openai`` SDK (``OpenAI`` for sync calls, one ``AsyncOpenAI`` per event loop)."""
 
     def __init__(
         self,

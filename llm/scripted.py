@@ -138,6 +138,12 @@ Answer = Any
 Handler = Callable[[ScriptedRequest], Answer]
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver's default listen backlog is 5: a burst of concurrent async clients overflows it
+    # and the dropped connects come back only after the kernel's 1 s SYN retransmit.
+    request_queue_size = 128
+
+
 @dataclass
 class _Script:
     queues: dict[str, deque] = field(default_factory=lambda: defaultdict(deque))
@@ -157,7 +163,7 @@ class ScriptedModelServer:
         self._errors: list[Exception] = []
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -167,7 +173,7 @@ class ScriptedModelServer:
         if self._httpd is not None:
             return self
         self._stopping.clear()
-        httpd = ThreadingHTTPServer(self._address, _make_handler(self))
+        httpd = _Server(self._address, _make_handler(self))
         httpd.daemon_threads = True
         self._httpd = httpd
         # A short poll interval keeps stop() fast (serve_forever checks for shutdown between polls).

@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -251,7 +251,14 @@ class PlanDemoPlaybook:
         turn = sum(1 for m in request.messages if m.get("role") == "assistant")
         if step_id not in _FILES:
             return ToolCalls(
-                [("mark_step", {"notes": f"[FAIL]: the scripted playbook has no answer for step {step_id!r}"})]
+                [
+                    (
+                        "mark_step",
+                        {
+                            "notes": f"[FAIL]: the scripted playbook has no answer for step {step_id!r}"
+                        },
+                    )
+                ]
             )
         module, tests = _FILES[step_id]
         if turn == 0:
@@ -287,9 +294,12 @@ class PlanDemoPlaybook:
         )
 
     def review(self, request: ScriptedRequest) -> StepReviewVerdict:
-        failed = "FAILED" in request.text.split("Automatic checks on this attempt:", 1)[-1].split(
-            "The step's output and notes:", 1
-        )[0]
+        failed = (
+            "FAILED"
+            in request.text.split("Automatic checks on this attempt:", 1)[-1].split(
+                "The step's output and notes:", 1
+            )[0]
+        )
         if failed:
             return StepReviewVerdict(
                 passed=False, diagnosis="an automatic check of this attempt failed", confidence=0.9
@@ -314,7 +324,10 @@ class PlanDemoPlaybook:
                 return DELETE_CODE_OFF_BY_ONE, "[SUCCESS]: delete() removes text[start:end]"
             return DELETE_CODE, "[SUCCESS]: fixed the off-by-one: end is exclusive, as in a slice"
         if replanned:
-            return HISTORY_CODE, "[SUCCESS]: History with LIFO undo/redo stacks; record() clears redo"
+            return (
+                HISTORY_CODE,
+                "[SUCCESS]: History with LIFO undo/redo stacks; record() clears redo",
+            )
         if attempt == 1:
             return HISTORY_CODE_BROKEN, "[SUCCESS]: History implemented with undo and redo stacks"
         return HISTORY_CODE_BROKEN, "[SUCCESS]: checked again, all tests pass now"
@@ -445,14 +458,20 @@ async def arun_plan_demo(
         runner = PlanRunner(
             checkpointer=InMemorySaver(), context=context, tools=make_demo_tools(workspace)
         )
-        report = await runner.arun(MANIFEST_PATH, run_id="plan-demo", concurrency=concurrency, on_event=on_event)
+        report = await runner.arun(
+            MANIFEST_PATH, run_id="plan-demo", concurrency=concurrency, on_event=on_event
+        )
         while report.status == "awaiting_review" and report.pending_reviews:
             decisions = {}
             for review in report.pending_reviews:
                 approved = review.context.get("kind", "human_review") == "human_review"
-                comment = REVIEW_COMMENT if approved else (
-                    "rejected by veriloop plan demo: it does not run model-written commands "
-                    "outside its allowlist"
+                comment = (
+                    REVIEW_COMMENT
+                    if approved
+                    else (
+                        "rejected by veriloop plan demo: it does not run model-written commands "
+                        "outside its allowlist"
+                    )
                 )
                 if on_review is not None:
                     on_review(review, approved, comment)
@@ -492,8 +511,3 @@ def run_plan_demo(report_dir: str | Path | None = None, **kwargs: Any) -> PlanDe
     import asyncio
 
     return asyncio.run(arun_plan_demo(report_dir, **kwargs))
-
-
-def review_decisions(pending: Mapping[str, Any]) -> dict[str, dict[str, Any]]:  # pragma: no cover
-    """(kept for symmetry with the CLI) every pending review approved."""
-    return {step_id: {"approved": True, "comment": REVIEW_COMMENT} for step_id in pending}

@@ -24,6 +24,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from veriloop.plan_cli import plan_app
 from veriloop.runners.miniwob_cli import eval_app
 
 app = typer.Typer(
@@ -32,6 +33,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(eval_app, name="eval")
+app.add_typer(plan_app, name="plan")
 console = Console()
 _ROUTINE_OBSERVATIONS = ("URL did not change", "Extension reported URL changed: false")
 

@@ -289,7 +289,9 @@ async def run_shell_step(command: str, *, workspace: Path, timeout_s: float) -> 
     """Run ``command`` with the shell in ``workspace``, in its own process group.
 
     ``output`` is ``{"exit_code", "stdout", "stderr"}`` (the last ~4000 characters of each).
-    ok: exit code 0 within ``timeout_s``; on timeout the whole process group is killed.
+    ok: exit code 0 within ``timeout_s``; on timeout (or cancellation) the whole process group is
+    killed. The step ends when the shell exits: a background child it leaves running (``cmd &``)
+    is not waited for (its output after a 1 s grace is not captured) and is not killed.
     """
     try:
         process = await asyncio.create_subprocess_shell(
@@ -314,15 +316,20 @@ async def run_shell_step(command: str, *, workspace: Path, timeout_s: float) -> 
     timed_out = False
     try:
         try:
-            await asyncio.wait_for(process.wait(), timeout_s)
+            await asyncio.wait_for(_exit(process, readers), timeout_s)
         except TimeoutError:
             timed_out = True
             _kill_group(process.pid)
-            await process.wait()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(_exit(process, readers), 5)
         # Background children may still hold the pipes open: give them a moment, then stop reading.
         _, still_reading = await asyncio.wait(readers, timeout=_SHELL_READ_GRACE_S)
         for reader in still_reading:
             reader.cancel()
+        if still_reading:  # release our ends of the pipes the background child still holds
+            transport = getattr(process, "_transport", None)  # no public close on Process
+            if transport is not None:
+                transport.close()
     finally:
         if process.returncode is None:  # cancelled from outside: leave nothing running
             _kill_group(process.pid)
@@ -340,6 +347,16 @@ async def run_shell_step(command: str, *, workspace: Path, timeout_s: float) -> 
             ok=False, output=output, error=f"exit code {process.returncode}: {command}"
         )
     return ExecutionResult(ok=True, output=output)
+
+
+async def _exit(process: asyncio.subprocess.Process, readers: list[asyncio.Task]) -> None:
+    """Until the shell exits. ``process.wait()`` alone (Python 3.11) also waits for its pipes to
+    close, which a background child (``cmd &``) can keep open for as long as it runs; so while the
+    pipes are open, poll the exit status."""
+    while process.returncode is None:
+        _, still_reading = await asyncio.wait(readers, timeout=0.05)
+        if not still_reading:  # pipes closed: wait() now returns as soon as the process exits
+            await process.wait()
 
 
 class _Tail:

@@ -156,39 +156,30 @@ async def run_command(
     tail_chars: int = OUTPUT_TAIL_CHARS,
 ) -> CommandRun:
     """Run ``command`` through the shell in ``workspace``, in its own process group; kill the group
-    after ``timeout_s`` (exit_code None, timed_out True) or when cancelled."""
-    proc = await asyncio.create_subprocess_shell(
-        command,
-        cwd=str(workspace),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-        env={**os.environ, **(env or {})},
-    )
-    tail = _Tail(tail_chars)
-    reader = asyncio.create_task(_drain(proc.stdout, tail))
-    timed_out = False
-    try:
+    after ``timeout_s`` (exit_code None, timed_out True), when cancelled, and once the command has
+    ended (its stray children go with it). Output goes to a temporary file, so a child that keeps
+    the output open cannot hold the run, and only the tail is read back."""
+    with tempfile.TemporaryFile() as sink:
+        proc = await asyncio.create_subprocess_shell(
+            command,
+            cwd=str(workspace),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=sink,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
+        )
+        timed_out = False
         try:
-            await asyncio.wait_for(proc.wait(), timeout=timeout_s)
-        except TimeoutError:
-            timed_out = True
+            try:
+                await asyncio.wait_for(proc.wait(), timeout=timeout_s)
+            except TimeoutError:
+                timed_out = True
+                _kill_group(proc.pid)
+                await proc.wait()
+        finally:
             _kill_group(proc.pid)
-            await proc.wait()
-        # Children left behind keep the pipe open: end the group, then read what is buffered.
-        _kill_group(proc.pid)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(reader), timeout=2.0)
-    except BaseException:
-        _kill_group(proc.pid)
-        raise
-    finally:
-        if not reader.done():
-            reader.cancel()
-            with contextlib.suppress(BaseException):
-                await reader
-    output = tail.text()
+        output = _tail(sink, tail_chars)
     if timed_out:
         output += f"\n[killed after {timeout_s:g} s]"
     return CommandRun(None if timed_out else proc.returncode, timed_out, output)
@@ -260,38 +251,19 @@ def _has_make_target(makefile: Path, target: str) -> bool:
     return pattern.search(text) is not None
 
 
-class _Tail:
-    """Keeps the last ``limit`` characters of a stream and counts what it dropped."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.buffer = bytearray()
-        self.dropped = 0
-
-    def add(self, chunk: bytes) -> None:
-        self.buffer += chunk
-        # bytes, with slack for multi-byte characters
-        excess = len(self.buffer) - 4 * self.limit
-        if excess > 0:
-            del self.buffer[:excess]
-            self.dropped += excess
-
-    def text(self) -> str:
-        text = self.buffer.decode("utf-8", errors="replace")
-        dropped = self.dropped
-        if len(text) > self.limit:
-            dropped += len(text[: -self.limit].encode())
-            text = text[-self.limit :]
-        if dropped:
-            return f"[... {dropped} bytes of earlier output omitted ...]\n{text}"
-        return text
-
-
-async def _drain(stream: asyncio.StreamReader | None, tail: _Tail) -> None:
-    if stream is None:
-        return
-    while chunk := await stream.read(65536):
-        tail.add(chunk)
+def _tail(sink: Any, limit: int) -> str:
+    """The last ``limit`` characters written to ``sink``, saying how much came before them."""
+    size = sink.seek(0, os.SEEK_END)
+    start = max(0, size - 4 * limit)  # bytes, with room for multi-byte characters
+    sink.seek(start)
+    text = sink.read().decode("utf-8", errors="replace")
+    dropped = start
+    if len(text) > limit:
+        dropped += len(text[:-limit].encode())
+        text = text[-limit:]
+    if dropped:
+        return f"[... {dropped} bytes of earlier output omitted ...]\n{text}"
+    return text
 
 
 def _kill_group(pid: int) -> None:

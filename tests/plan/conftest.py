@@ -20,6 +20,13 @@ from veriloop.plans import PlanRunner
 sys.path.insert(0, str(Path(__file__).parent))
 
 
+@pytest.fixture(autouse=True)
+def _light_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Test runs that steps trigger skip this venv's pytest plugins (langsmith, schemathesis):
+    they load in ~6 s and the tiny projects under test need none of them."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+
 class Calls(Counter):
     """How many times each python step function ran, by name."""
 
@@ -59,12 +66,8 @@ def runner(tools, tmp_path) -> Callable[..., PlanRunner]:
     """runner(**context_fields) -> a PlanRunner on a fresh InMemorySaver with the test tools."""
 
     def make(**fields: Any) -> PlanRunner:
-        context = PlanContext(
-            workspace=str(tmp_path),
-            replan_cooldown_s=0.0,
-            review_critical_steps=False,
-            **fields,
-        )
+        defaults = {"replan_cooldown_s": 0.0, "review_critical_steps": False}
+        context = PlanContext(workspace=str(tmp_path), **{**defaults, **fields})
         return PlanRunner(checkpointer=InMemorySaver(), context=context, tools=tools)
 
     return make

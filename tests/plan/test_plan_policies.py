@@ -97,7 +97,9 @@ def test_a_failed_gate_blocks_only_what_is_downstream_of_it(runner):
 
 def test_parallel_steps_write_disjoint_results_without_losing_any(runner, calls):
     steps = [py_step(f"s{i}", "slow") for i in range(8)]
-    report = runner().run(manifest(*steps, py_step("join", depends_on=[s["id"] for s in steps])), concurrency=8)
+    report = runner().run(
+        manifest(*steps, py_step("join", depends_on=[s["id"] for s in steps])), concurrency=8
+    )
     assert report.status == "completed" and calls["slow"] == 8
     assert report.steps["join"].output["depends"] == sorted(f"s{i}" for i in range(8))
 
@@ -117,7 +119,9 @@ def test_progress_events_for_every_attempt_and_check(runner):
 def test_human_review_pauses_the_run_and_resumes_with_the_answer(runner):
     plan = runner()
     review = {"id": "review", "type": "human_review", "input": "Ship it?", "depends_on": ["a"]}
-    report = plan.run(manifest(py_step("a"), review, py_step("after", depends_on=["review"])), run_id="r1")
+    report = plan.run(
+        manifest(py_step("a"), review, py_step("after", depends_on=["review"])), run_id="r1"
+    )
     assert report.status == "awaiting_review"
     assert [p.step_id for p in report.pending_reviews] == ["review"]
     assert "Ship it?" in report.pending_reviews[0].question
@@ -125,7 +129,10 @@ def test_human_review_pauses_the_run_and_resumes_with_the_answer(runner):
     with pytest.raises(NoPendingReviewError):
         plan.resume("r1", {"nope": {"approved": True}})
     done = plan.resume("r1", {"review": {"approved": True, "comment": "fine"}})
-    assert done.status == "completed" and done.steps["review"].review == {"approved": True, "comment": "fine"}
+    assert done.status == "completed" and done.steps["review"].review == {
+        "approved": True,
+        "comment": "fine",
+    }
     assert done.steps["after"].status == "completed"
 
 
@@ -153,7 +160,17 @@ def nested(depth: int) -> dict:
 
 
 def test_nested_plans_complete_only_when_every_child_step_completed(runner):
-    report = runner().run(manifest(py_step("a"), {"id": "child", "type": "plan", "depends_on": ["a"], "plan": manifest(py_step("x"), py_step("y", depends_on=["x"]))}))
+    report = runner().run(
+        manifest(
+            py_step("a"),
+            {
+                "id": "child",
+                "type": "plan",
+                "depends_on": ["a"],
+                "plan": manifest(py_step("x"), py_step("y", depends_on=["x"])),
+            },
+        )
+    )
     assert report.status == "completed"
     child = report.steps["child"]
     assert child.status == "completed" and child.sub_run["status"] == "completed"

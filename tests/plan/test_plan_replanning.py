@@ -12,7 +12,9 @@ def repair(*steps: StepDraft, summary: str = "use the ok function") -> RepairDra
     return RepairDraft(summary=summary, steps=list(steps))
 
 
-def test_three_blocked_steps_in_one_batch_cost_exactly_one_replan_call(runner, scripted_model, calls):
+def test_three_blocked_steps_in_one_batch_cost_exactly_one_replan_call(
+    runner, scripted_model, calls
+):
     scripted_model.script(
         "replanning",
         repair(
@@ -45,13 +47,22 @@ def test_three_blocked_steps_in_one_batch_cost_exactly_one_replan_call(runner, s
     assert prompt.count("predicate") >= 3 and '"fine"' in prompt
 
 
-def test_tail_replanning_keeps_completed_results_and_never_reruns_them(runner, scripted_model, calls):
+def test_tail_replanning_keeps_completed_results_and_never_reruns_them(
+    runner, scripted_model, calls
+):
     scripted_model.script(
         "replanning",
-        repair(StepDraft(id="b2", function="ok", depends_on=["a"]), StepDraft(id="c", function="ok", depends_on=["b2"])),
+        repair(
+            StepDraft(id="b2", function="ok", depends_on=["a"]),
+            StepDraft(id="c", function="ok", depends_on=["b2"]),
+        ),
     )
     report = runner().run(
-        manifest(py_step("a"), py_step("b", "bad", on_failure="replan", depends_on=["a"]), py_step("c", depends_on=["b"]))
+        manifest(
+            py_step("a"),
+            py_step("b", "bad", on_failure="replan", depends_on=["a"]),
+            py_step("c", depends_on=["b"]),
+        )
     )
     assert report.status == "completed"
     assert list(report.steps) == ["a", "b2", "c"]
@@ -62,7 +73,17 @@ def test_tail_replanning_keeps_completed_results_and_never_reruns_them(runner, s
 
 def test_replan_budget_per_step_stops_replanning_then_the_policy_applies(runner, scripted_model):
     # Every repair is as bad as the original: three replans (the per-step default), then skip.
-    scripted_model.on("replanning", lambda request: repair(StepDraft(id="b", function="bad", on_failure="replan", checks=[{"kind": "predicate", "expr": 'result["value"] == "right"'}])))
+    scripted_model.on(
+        "replanning",
+        lambda request: repair(
+            StepDraft(
+                id="b",
+                function="bad",
+                on_failure="replan",
+                checks=[{"kind": "predicate", "expr": 'result["value"] == "right"'}],
+            )
+        ),
+    )
     report = runner().run(manifest(py_step("b", "bad", on_failure="replan")))
     assert scripted_model.calls("replanning") == 3
     assert report.steps["b"].status == "skipped" and report.status == "failed"
@@ -70,15 +91,32 @@ def test_replan_budget_per_step_stops_replanning_then_the_policy_applies(runner,
 
 
 def test_run_budget_caps_replans_across_steps(runner, scripted_model):
-    scripted_model.on("replanning", lambda request: repair(StepDraft(id="b", function="bad", on_failure="replan", critical=True, checks=[{"kind": "predicate", "expr": 'result["value"] == "right"'}])))
-    report = runner(max_replans_per_run=1).run(manifest(py_step("b", "bad", on_failure="replan", critical=True)))
+    scripted_model.on(
+        "replanning",
+        lambda request: repair(
+            StepDraft(
+                id="b",
+                function="bad",
+                on_failure="replan",
+                critical=True,
+                checks=[{"kind": "predicate", "expr": 'result["value"] == "right"'}],
+            )
+        ),
+    )
+    report = runner(max_replans_per_run=1).run(
+        manifest(py_step("b", "bad", on_failure="replan", critical=True))
+    )
     assert scripted_model.calls("replanning") == 1
     assert report.halted and report.steps["b"].status == "failed"
 
 
 def test_an_unusable_repair_falls_back_to_the_failure_policy(runner, scripted_model):
     scripted_model.script("replanning", "this is not json")
-    report = runner().run(manifest(py_step("b", "bad", on_failure="replan", critical=True), py_step("c", depends_on=["b"])))
+    report = runner().run(
+        manifest(
+            py_step("b", "bad", on_failure="replan", critical=True), py_step("c", depends_on=["b"])
+        )
+    )
     assert report.halted and report.steps["c"].status == "blocked"
     assert "could not be used" in report.replan_history[0].summary
 
@@ -86,7 +124,10 @@ def test_an_unusable_repair_falls_back_to_the_failure_policy(runner, scripted_mo
 def test_a_repair_with_a_cycle_is_not_applied(runner, scripted_model):
     scripted_model.script(
         "replanning",
-        repair(StepDraft(id="p", function="ok", depends_on=["q"]), StepDraft(id="q", function="ok", depends_on=["p"])),
+        repair(
+            StepDraft(id="p", function="ok", depends_on=["q"]),
+            StepDraft(id="q", function="ok", depends_on=["p"]),
+        ),
     )
     report = runner().run(manifest(py_step("b", "bad", on_failure="replan")))
     assert report.steps["b"].status == "skipped" and "cycle" in report.replan_history[0].summary
@@ -95,7 +136,12 @@ def test_a_repair_with_a_cycle_is_not_applied(runner, scripted_model):
 def test_meta_planner_writes_the_manifest_from_a_goal(runner, scripted_model):
     scripted_model.script(
         "planning",
-        ManifestDraft(steps=[StepDraft(id="one", function="ok"), StepDraft(id="two", function="ok", depends_on=["one"], input="use {{one}}")]),
+        ManifestDraft(
+            steps=[
+                StepDraft(id="one", function="ok"),
+                StepDraft(id="two", function="ok", depends_on=["one"], input="use {{one}}"),
+            ]
+        ),
     )
     report = runner().run("Count to two")
     assert report.status == "completed" and report.goal == "Count to two"
@@ -103,7 +149,12 @@ def test_meta_planner_writes_the_manifest_from_a_goal(runner, scripted_model):
 
 
 def test_a_critical_finding_sends_a_model_plan_back_to_the_planner_bounded(runner, scripted_model):
-    cyclic = ManifestDraft(steps=[StepDraft(id="a", function="ok", depends_on=["b"]), StepDraft(id="b", function="ok", depends_on=["a"])])
+    cyclic = ManifestDraft(
+        steps=[
+            StepDraft(id="a", function="ok", depends_on=["b"]),
+            StepDraft(id="b", function="ok", depends_on=["a"]),
+        ]
+    )
     scripted_model.on("planning", lambda request: cyclic)
     report = runner(max_plan_revisions=2).run("Do something")
     assert scripted_model.calls("planning") == 3  # the first draft and two revisions
@@ -113,7 +164,9 @@ def test_a_critical_finding_sends_a_model_plan_back_to_the_planner_bounded(runne
 
 
 def test_model_written_commands_pause_for_approval(runner, scripted_model, tmp_path):
-    scripted_model.script("planning", ManifestDraft(steps=[StepDraft(id="touch", command="touch made-by-model")]))
+    scripted_model.script(
+        "planning", ManifestDraft(steps=[StepDraft(id="touch", command="touch made-by-model")])
+    )
     plan = runner()
     report = plan.run("Make a file", run_id="cmd")
     assert report.status == "awaiting_review"
@@ -124,11 +177,17 @@ def test_model_written_commands_pause_for_approval(runner, scripted_model, tmp_p
     assert done.status == "completed" and (tmp_path / "made-by-model").exists()
 
 
-def test_allowlisted_model_commands_run_without_approval_and_rejected_ones_never_run(runner, scripted_model, tmp_path):
-    scripted_model.script("planning", ManifestDraft(steps=[StepDraft(id="touch", command="touch allowed")]))
+def test_allowlisted_model_commands_run_without_approval_and_rejected_ones_never_run(
+    runner, scripted_model, tmp_path
+):
+    scripted_model.script(
+        "planning", ManifestDraft(steps=[StepDraft(id="touch", command="touch allowed")])
+    )
     assert runner(shell_allowlist="touch ").run("Make a file").status == "completed"
     assert (tmp_path / "allowed").exists()
-    scripted_model.script("planning", ManifestDraft(steps=[StepDraft(id="rm", command="touch refused")]))
+    scripted_model.script(
+        "planning", ManifestDraft(steps=[StepDraft(id="rm", command="touch refused")])
+    )
     plan = runner()
     plan.run("Make a file", run_id="no")
     done = plan.resume("no", {"rm": {"approved": False}})

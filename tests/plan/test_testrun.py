@@ -49,6 +49,12 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(autouse=True)
+def _fast_child_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child pytest runs need none of this venv's plugins (loading them takes seconds)."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+
 def write(root: Path, rel: str, text: str) -> Path:
     path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -243,9 +249,7 @@ async def test_pytest_under_make_is_still_read_from_junit(tmp_path: Path) -> Non
 async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     marker = tmp_path / "late.txt"
     started = time.monotonic()
-    run = await run_command(
-        f"(sleep 2; touch {marker}) & sleep 30", tmp_path, timeout_s=0.5
-    )
+    run = await run_command(f"(sleep 2; touch {marker}) & sleep 30", tmp_path, timeout_s=0.5)
     assert run.timed_out and run.exit_code is None
     assert time.monotonic() - started < 5
     time.sleep(2.5)

@@ -1,7 +1,6 @@
 """Tests of textbuffer.delete (the plan step delete_text)."""
 
 import pytest
-
 from textbuffer.delete import delete
 
 

@@ -1,7 +1,6 @@
 """Tests of textbuffer.insert (the plan step insert_text)."""
 
 import pytest
-
 from textbuffer.insert import insert
 
 

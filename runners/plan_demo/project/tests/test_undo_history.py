@@ -1,7 +1,6 @@
 """Tests of textbuffer.history (the plan step undo_history)."""
 
 import pytest
-
 from textbuffer.history import History
 
 

@@ -1,0 +1,104 @@
+"""The verify-fix loop through the plan graph: a scripted llm agent writes real code into the
+workspace, real pytest runs judge it, the corrective prompt carries the latest failure only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from plan_testkit import manifest
+
+from veriloop.llm.scripted import ToolCalls
+from veriloop.schemas.plan_outputs import StepReviewVerdict
+
+TEST_FILE = """from adder import add
+
+
+def test_adds():
+    assert add(2, 3) == 5
+
+
+def test_adds_negatives():
+    assert add(-2, -3) == -5
+"""
+BUGGY = "def add(a, b):\n    return a - b\n"
+FIXED = "def add(a, b):\n    return a + b\n"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_adder.py").write_text(TEST_FILE)
+    (tmp_path / "tests" / "conftest.py").write_text(
+        "import sys, pathlib\nsys.path.insert(0, str(pathlib.Path(__file__).parent.parent))\n"
+    )
+    return tmp_path
+
+
+def write_and_mark(code: str, notes: str = "[SUCCESS]: add implemented") -> ToolCalls:
+    return ToolCalls(
+        [("write_file", {"path": "adder.py", "content": code}), ("mark_step", {"notes": notes, "output": "adder.py"})]
+    )
+
+
+def coder(fix_on_attempt: int | None):
+    """An agent that writes the bug first and the fix from attempt ``fix_on_attempt`` on."""
+
+    def answer(request):
+        attempt = next((n for n in range(2, 7) if f"Attempt: {n} of" in request.text), 1)
+        fixed = fix_on_attempt is not None and attempt >= fix_on_attempt
+        return write_and_mark(FIXED if fixed else BUGGY)
+
+    return answer
+
+
+ADDER = {"id": "adder", "agent": "coder", "input": "Write adder.py with add(a, b).", "max_retries": 2}
+AGENTS = {"coder": {"prompt": "You write Python.", "tools": ["write_file", "read_file"]}}
+
+
+def test_a_bug_caught_by_the_tests_is_fixed_by_the_corrective_prompt(runner, scripted_model, project):
+    scripted_model.on("execution", coder(fix_on_attempt=2))
+    report = runner().run({**manifest(ADDER), "agents": AGENTS})
+    step = report.steps["adder"]
+    assert report.status == "completed" and step.verification_status == "verified"
+    assert [a.run_number for a in step.attempts] == [1, 2]
+    first_tests = next(c for c in step.attempts[0].checks if c.type == "tests")
+    assert not first_tests.passed and first_tests.details["failed"] == 2
+    assert (project / "adder.py").read_text() == FIXED
+    corrective = [r for r in scripted_model.requests if "Attempt: 2 of 3" in r.text][0].text
+    assert "Write adder.py with add(a, b)." in corrective  # the original task is kept
+    assert "test_adds" in corrective  # ...with the latest failure from the JUnit report
+    # Tokens of both attempts add up on the step and the run.
+    assert step.usage["execution"]["calls"] == 2 == report.usage["execution"]["calls"]
+
+
+def test_success_notes_never_complete_a_step_whose_tests_fail(runner, scripted_model, project):
+    scripted_model.on("execution", coder(fix_on_attempt=None))
+    report = runner().run({**manifest({**ADDER, "max_retries": 1}), "agents": AGENTS})
+    step = report.steps["adder"]
+    assert step.verification_status == "partial_pass" and len(step.attempts) == 2
+    assert step.notes.startswith("[SUCCESS]") and step.status == "skipped"  # non-critical stop
+    assert report.status == "failed"
+
+
+def test_fail_notes_fail_the_step_even_when_the_tests_pass(runner, scripted_model, project):
+    scripted_model.on("execution", lambda request: write_and_mark(FIXED, "[FAIL]: could not finish"))
+    report = runner().run({**manifest({**ADDER, "max_retries": 0}), "agents": AGENTS})
+    checks = {c.name: c.passed for c in report.steps["adder"].attempts[0].checks}
+    assert checks["notes"] is False and checks["tests"] is True
+    assert report.steps["adder"].verification_status == "partial_pass"
+
+
+def test_a_critical_step_needs_the_llm_review_too(runner, scripted_model, project):
+    scripted_model.on("execution", coder(fix_on_attempt=1))
+    scripted_model.script("review", StepReviewVerdict(passed=False, diagnosis="add ignores floats", confidence=0.9))
+    report = runner(review_critical_steps=True).run(
+        {**manifest({**ADDER, "critical": True, "max_retries": 0}), "agents": AGENTS}
+    )
+    step = report.steps["adder"]
+    review = next(c for c in step.attempts[0].checks if c.type == "review")
+    assert not review.passed and "add ignores floats" in review.diagnosis
+    assert step.status == "failed" and report.halted
+    assert step.usage["review"]["calls"] == 1
+    # The step's output reached the reviewer as fenced data.
+    assert "STEP_OUTPUT" in [r for r in scripted_model.requests if r.purpose == "review"][0].text

@@ -1,0 +1,42 @@
+"""The compiled plan graph: the run loop and the step loop wired as DESIGN.md says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from veriloop.graph.plan import build_plan_graph, graph
+
+SNAPSHOT = Path(__file__).parent / "plan_graph.mmd"
+RUN_NODES = {"plan", "critique", "dispatch", "run_step", "batch_end", "replan", "finalize"}
+STEP_NODES = {"prepare", "execute", "check", "correct", "finish", "human_review", "subplan"}
+CONDITIONAL = {
+    ("plan", "critique"), ("plan", "finalize"),
+    ("critique", "plan"), ("critique", "dispatch"), ("critique", "finalize"),
+    ("dispatch", "run_step:__start__"), ("dispatch", "finalize"),
+    ("batch_end", "replan"), ("batch_end", "dispatch"), ("batch_end", "finalize"),
+    ("run_step:__start__", "run_step:prepare"), ("run_step:__start__", "run_step:human_review"),
+    ("run_step:__start__", "run_step:subplan"),
+    ("run_step:check", "run_step:correct"), ("run_step:check", "run_step:finish"),
+}  # fmt: skip
+
+
+def test_run_loop_and_step_loop_edges():
+    drawn = graph.get_graph(xray=1)
+    inner = {n.split(":", 1)[1] for n in drawn.nodes if n.startswith("run_step:")}
+    assert inner - {"__start__", "__end__"} == STEP_NODES
+    assert {n for n in drawn.nodes if ":" not in n} - {"__start__", "__end__"} == RUN_NODES - {"run_step"}
+    assert {(e.source, e.target) for e in drawn.edges if e.conditional} == CONDITIONAL
+    # The only way back into execute is through a corrective prompt.
+    assert {e.source for e in drawn.edges if e.target == "run_step:execute"} == {
+        "run_step:prepare",
+        "run_step:correct",
+    }
+
+
+def test_mermaid_snapshot():
+    assert graph.get_graph(xray=1).draw_mermaid() == SNAPSHOT.read_text(encoding="utf-8")
+
+
+def test_exported_plan_graph_has_no_checkpointer():
+    assert graph.checkpointer is None and graph.name == "plan"
+    assert set(build_plan_graph().nodes) == RUN_NODES

@@ -1,0 +1,756 @@
+"""``veriloop plan``: run plans of tool-using steps, resume them, rewrite their reports, the demo.
+
+veriloop plan run examples/hello_shell.yaml --report out/
+veriloop plan run examples/python_steps.yaml --tools examples/tools.py:TOOLS
+veriloop plan run --goal "Summarise the README in three bullet points"     # the meta-planner writes the plan
+veriloop plan resume RUN_ID --approve-all
+veriloop plan report RUN_ID --out out/
+veriloop plan demo
+
+Runs are threads of the plan graph in a SQLite checkpointer (``--db``, default
+``.veriloop/plans.sqlite``): a killed run continues with ``veriloop plan resume RUN_ID``
+without re-running finished steps. The settings a run was started with (workspace, tools,
+model, report directory) are kept in the same file, so ``resume`` needs only the run id.
+
+Exit status: 0 only when the run completed (every step's checks passed); 1 when it failed or
+the critic rejected the plan; 2 for a usage error (missing file, invalid manifest, bad
+``--tools``, no model for a plan that needs one); 3 when the run waits for a human review that
+nobody answered (no TTY and no ``--approve-all``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import json
+import os
+import sqlite3
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+plan_app = typer.Typer(
+    help="Plans of tool-using steps: run a manifest, resume a run, rewrite its report, the demo.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console(highlight=False)
+
+DEFAULT_DB = Path(".veriloop") / "plans.sqlite"
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_AWAITING_REVIEW = 0, 1, 2, 3
+_RUNS_TABLE = "veriloop_plan_cli_runs"
+
+Db = Annotated[
+    Path,
+    typer.Option("--db", help="SQLite file of plan runs (created as needed).", dir_okay=False),
+]
+ApproveAll = Annotated[
+    bool, typer.Option("--approve-all", help="Approve every human review without asking.")
+]
+ReportDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--report", help="Write report.html and report.json into this directory.", file_okay=False
+    ),
+]
+
+
+class UsageError(Exception):
+    """A problem with what the user asked for: printed as one line, exit status 2."""
+
+
+# -- settings kept with a run -------------------------------------------------------------------
+
+
+@dataclass
+class RunSettings:
+    """What ``plan run`` was started with, kept beside the checkpoints so ``resume`` can continue."""
+
+    workspace: str
+    tools: str | None = None
+    model: str | None = None
+    review: bool = True
+    concurrency: int = 4
+    report: str | None = None
+    endpoint: str | None = None
+    scripted: bool = False
+    started: float = field(default_factory=time.time)
+
+    def context(self):
+        from veriloop.context import PlanContext
+
+        extra = {"model": self.model} if self.model else {}
+        return PlanContext(workspace=self.workspace, review_critical_steps=self.review, **extra)
+
+
+def save_settings(db: Path, run_id: str, settings: RunSettings) -> None:
+    with _connect(db) as conn:
+        conn.execute(
+            f"INSERT OR REPLACE INTO {_RUNS_TABLE} (run_id, settings) VALUES (?, ?)",
+            (run_id, json.dumps(settings.__dict__)),
+        )
+
+
+def load_settings(db: Path, run_id: str) -> RunSettings | None:
+    with _connect(db) as conn:
+        row = conn.execute(
+            f"SELECT settings FROM {_RUNS_TABLE} WHERE run_id = ?", (run_id,)
+        ).fetchone()
+    if row is None:
+        return None
+    data = json.loads(row[0])
+    known = RunSettings.__dataclass_fields__
+    return RunSettings(**{k: v for k, v in data.items() if k in known})
+
+
+def _connect(db: Path) -> sqlite3.Connection:
+    db.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(db, timeout=30)
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {_RUNS_TABLE} (run_id TEXT PRIMARY KEY, settings TEXT)"
+    )
+    return conn
+
+
+# -- tools, model ---------------------------------------------------------------------------------
+
+
+def load_tools_spec(spec: str | None) -> Any:
+    """The object ``--tools`` names: ``module:attr`` (importable, or from the current directory)
+    or ``path/to/file.py:attr``; ``attr`` may be dotted. UsageError when it cannot be loaded."""
+    if not spec:
+        return None
+    from veriloop.engines.plan.tools import load_tools
+
+    target, sep, attr = spec.rpartition(":")
+    if not sep or not target or not attr:
+        raise UsageError(f"--tools {spec!r}: expected module:attr or path/to/file.py:attr")
+    try:
+        if target.endswith(".py") or "/" in target or os.sep in target:
+            module = _module_from_file(Path(target))
+        else:
+            module = _import_module(target)
+        obj: Any = module
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        load_tools(obj)
+    except UsageError:
+        raise
+    except AttributeError as exc:
+        raise UsageError(f"--tools {spec!r}: {exc}") from None
+    except ValueError as exc:
+        raise UsageError(f"--tools {spec!r}: not a list or dict of tools: {exc}") from None
+    except Exception as exc:  # importing user code can raise anything
+        raise UsageError(
+            f"--tools {spec!r}: cannot import it: {type(exc).__name__}: {exc}"
+        ) from None
+    return obj
+
+
+def _module_from_file(path: Path) -> Any:
+    if not path.is_file():
+        raise UsageError(f"--tools: no such file: {path}")
+    name = f"veriloop_user_tools_{abs(hash(str(path.resolve())))}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"--tools: cannot load {path} as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def _import_module(name: str) -> Any:
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:  # like `python -m`: the current directory is importable
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        raise UsageError(
+            f"--tools: no module named {exc.name!r} (use path/to/file.py:attr for a file that is "
+            "not an installed module)"
+        ) from None
+    finally:
+        if added:
+            sys.path.remove(cwd)
+
+
+def model_configured() -> bool:
+    return bool(os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
+
+
+def why_model_needed(manifest, *, review: bool) -> str | None:
+    """Why running ``manifest`` needs a model (the first reason found), or None."""
+    for step in _all_steps(manifest):
+        if step.executor == "llm":
+            return f"step {step.id!r} is run by a model (an llm step)"
+        if step.critical and review and step.type not in ("human_review", "plan"):
+            return f"critical step {step.id!r} gets a model review (--no-review skips that check)"
+        if step.on_failure == "replan":
+            return f"step {step.id!r} asks a model to replan when it fails (on_failure: replan)"
+    return None
+
+
+def _all_steps(manifest) -> Iterator[Any]:
+    for step in manifest.steps:
+        yield step
+        if step.plan is not None:
+            yield from _all_steps(step.plan)
+
+
+def _endpoint() -> str:
+    return os.environ.get("OPENAI_BASE_URL") or "OpenAI"
+
+
+# -- live progress ----------------------------------------------------------------------------------
+
+
+def describe_event(event: dict[str, Any]) -> str | None:
+    """One rich-markup line for a progress event (None for events not worth a line)."""
+    kind = event.get("event")
+    step = escape(str(event.get("step_id", "")))
+    n = event.get("run_number")
+    if kind == "attempt_started":
+        if n == 1:
+            return f"[bold]>  {step}[/] started"
+        return f"[bold]>  {step}[/] [yellow]attempt {n}[/] (corrective)"
+    if kind == "step_testing":
+        return f"[dim]   {step} attempt {n}: checking[/]"
+    if kind == "check_result":
+        mark = "[green]pass[/]" if event.get("passed") else "[red]FAIL[/]"
+        why = event.get("diagnosis") or ""
+        detail = f" [dim]{escape(_one_line(why))}[/]" if why else ""
+        return f"   {step} attempt {n}: {mark} {escape(str(event.get('name', '')))}{detail}"
+    if kind == "attempt_finished":
+        ok = "[green]passed[/]" if event.get("passed") else "[red]failed[/]"
+        move = event.get("move")
+        after = f" -> {escape(str(move))}" if move and move != "verified" else ""
+        return f"   {step} attempt {n} {ok}{after}"
+    if kind == "step_finished":
+        status = str(event.get("status", ""))
+        colour = _STATUS_COLOUR.get(status, "red")
+        parts = [f"[{colour}]{escape(status)}[/]"]
+        if event.get("verification_status"):
+            parts.append(escape(str(event["verification_status"])))
+        if event.get("attempts"):
+            parts.append(f"{event['attempts']} attempt(s)")
+        line = f"[bold]=  {step}[/] " + ", ".join(parts)
+        if status != "completed" and event.get("diagnosis"):
+            line += f" [dim]{escape(_one_line(str(event['diagnosis'])))}[/]"
+        return line
+    if kind == "replan":
+        line = (
+            f"[magenta]~  replan {event.get('round')}[/]: blocked {_ids(event.get('blocked'))}; "
+            f"replaced {_ids(event.get('replaced'))}"
+        )
+        if event.get("added"):
+            line += f"; added {_ids(event.get('added'))}"
+        if event.get("error"):
+            line += f" [red]unusable: {escape(_one_line(str(event['error'])))}[/]"
+        return line
+    return None
+
+
+_STATUS_COLOUR = {
+    "completed": "green",
+    "skipped": "yellow",
+    "blocked": "yellow",
+    "awaiting_review": "cyan",
+}
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _ids(ids: Any) -> str:
+    return escape(", ".join(ids or []) or "none")
+
+
+def print_event(event: dict[str, Any]) -> None:
+    line = describe_event(event)
+    if line is not None:
+        console.print(line)
+
+
+def print_summary(report, *, scripted: bool = False) -> None:
+    """The table of steps (replaced ones included) and the run's outcome."""
+    from veriloop.schemas.usage import total_usage
+
+    table = Table(title=f"plan run {report.run_id}", title_justify="left")
+    for name in ("step", "status", "verification", "attempts", "checks", "tokens", "cost"):
+        table.add_column(
+            name, justify="right" if name in ("attempts", "checks", "tokens", "cost") else "left"
+        )
+    rows = [(r, False) for r in report.steps.values()] + [(r, True) for r in report.superseded]
+    for result, superseded in rows:
+        usage = total_usage(result.usage)
+        checks = result.attempts[-1].checks if result.attempts else []
+        colour = _STATUS_COLOUR.get(result.status, "red")
+        cost = 0.0 if scripted else usage.cost_usd
+        table.add_row(
+            escape(result.step_id) + (" [dim](replaced)[/]" if superseded else ""),
+            f"[{colour}]{escape(result.status)}[/]",
+            escape(result.verification_status or "-"),
+            str(len(result.attempts)),
+            f"{sum(c.passed for c in checks)}/{len(checks)}",
+            str(usage.input_tokens + usage.output_tokens),
+            f"${cost:.4f}",
+        )
+    console.print(table)
+    total = total_usage(report.usage)
+    cost = 0.0 if scripted else total.cost_usd
+    colour = "green" if report.status == "completed" else "red"
+    console.print(
+        f"[{colour}]{escape(report.status)}[/]: {len(report.steps)} steps, "
+        f"{len(report.replan_history)} replan(s), {total.input_tokens + total.output_tokens} tokens "
+        f"in {total.calls} model calls, ${cost:.4f}" + (" (scripted model)" if scripted else "")
+    )
+    if report.status == "rejected" and report.critique is not None:
+        console.print(
+            f"[red]the critic rejected the plan[/] (score {report.critique.score}/10): {escape(report.critique.summary)}"
+        )
+        for finding in report.critique.findings:
+            console.print(
+                f"  [{'red' if finding.severity == 'critical' else 'yellow'}]{escape(finding.severity)}[/] {escape(finding.rule)}: {escape(finding.message)}"
+            )
+        for rec in report.critique.recommendations:
+            console.print(f"  [dim]recommendation: {escape(rec)}[/]")
+    elif report.status == "rejected" and report.halt_reason:
+        console.print(f"[red]{escape(report.halt_reason)}[/]")
+    elif report.status == "failed":
+        if report.halt_reason:
+            console.print(f"[red]halted:[/] {escape(report.halt_reason)}")
+        for result in report.steps.values():
+            if result.status != "completed" and result.diagnosis:
+                console.print(
+                    f"  {escape(result.step_id)}: {escape(_one_line(result.diagnosis, 300))}"
+                )
+
+
+def exit_code_of(report) -> int:
+    if report.status == "completed":
+        return EXIT_OK
+    if report.status == "awaiting_review":
+        return EXIT_AWAITING_REVIEW
+    return EXIT_FAILED
+
+
+# -- human reviews ----------------------------------------------------------------------------------
+
+
+def ask_reviews(pending, *, approve_all: bool) -> dict[str, dict[str, Any]] | None:
+    """Decisions for pending reviews: all approved with ``--approve-all``, asked on a TTY, else None."""
+    if approve_all:
+        decisions = {}
+        for review in pending:
+            console.print(f"[cyan]review[/] {escape(review.step_id)}: approved (--approve-all)")
+            decisions[review.step_id] = {"approved": True, "comment": "approved with --approve-all"}
+        return decisions
+    if not _interactive():
+        return None
+    decisions = {}
+    for review in pending:
+        console.print(f"\n[bold cyan]Review {escape(review.step_id)}[/]")
+        console.print(escape(review.question))
+        commands = review.context.get("commands")
+        if commands:
+            for command in commands:
+                console.print(f"  [yellow]$ {escape(str(command))}[/]")
+        approved = typer.confirm("Approve?", default=False)
+        comment = typer.prompt("Comment (optional)", default="", show_default=False)
+        decisions[review.step_id] = {"approved": approved, "comment": comment}
+    return decisions
+
+
+def _interactive() -> bool:
+    try:
+        return sys.stdin.isatty() and sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def print_pending(report, db: Path) -> None:
+    console.print(f"\n[cyan]The run waits for {len(report.pending_reviews)} human review(s):[/]")
+    for review in report.pending_reviews:
+        console.print(f"  {escape(review.step_id)}: {escape(_one_line(review.question, 300))}")
+        for command in review.context.get("commands") or []:
+            console.print(f"    [yellow]$ {escape(str(command))}[/]")
+    console.print("Answer them on a terminal, or approve them all with:")
+    console.print(
+        f"  veriloop plan resume {escape(report.run_id)} --db {escape(str(db))} --approve-all",
+        soft_wrap=True,
+    )
+
+
+# -- running ----------------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def _runner(db: Path, settings: RunSettings, tools: Any):
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from veriloop.plans import PlanRunner
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
+        yield PlanRunner(checkpointer=saver, context=settings.context(), tools=tools)
+
+
+async def _drive(runner, report, *, db: Path, settings: RunSettings, approve_all: bool):
+    """Answer reviews until the run is no longer waiting (or nobody can answer)."""
+    while report.status == "awaiting_review" and report.pending_reviews:
+        decisions = ask_reviews(report.pending_reviews, approve_all=approve_all)
+        if decisions is None:
+            return report
+        report = await runner.aresume(
+            report.run_id, decisions, concurrency=settings.concurrency, on_event=print_event
+        )
+    return report
+
+
+def _finish(report, *, db: Path, settings: RunSettings, report_dir: Path | None) -> int:
+    print_summary(report, scripted=settings.scripted)
+    if report_dir is not None:
+        from veriloop.runners.plan_report import write_plan_report
+
+        path = write_plan_report(
+            report,
+            report_dir,
+            model=settings.model or _default_model(),
+            endpoint=settings.endpoint,
+            scripted=settings.scripted,
+        )
+        console.print(f"report: {escape(str(path))}")
+    if report.status == "awaiting_review":
+        print_pending(report, db)
+    return exit_code_of(report)
+
+
+def _default_model() -> str:
+    from veriloop.context import PlanContext
+
+    return PlanContext().model
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    console.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
+    return typer.Exit(code)
+
+
+@plan_app.command("run")
+def run_command(
+    file: Annotated[
+        Path | None,
+        typer.Argument(help="The manifest (YAML or JSON). Omit it to plan from --goal."),
+    ] = None,
+    goal: Annotated[
+        str | None,
+        typer.Option(
+            "--goal", help="What the plan is for; alone, the meta-planner writes the plan."
+        ),
+    ] = None,
+    tools: Annotated[
+        str | None,
+        typer.Option(
+            "--tools",
+            help="Tools and python-step callables: module:attr or path/to/file.py:attr (a list or dict).",
+        ),
+    ] = None,
+    workspace: Annotated[
+        Path,
+        typer.Option(
+            "--workspace",
+            help="Directory steps work in (file tools cannot leave it).",
+            file_okay=False,
+        ),
+    ] = Path("."),
+    report: ReportDir = None,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Steps of one level run at once, at most.")
+    ] = 4,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="Model name (default: VERILOOP_MODEL or gpt-4.1-mini)."),
+    ] = None,
+    db: Db = DEFAULT_DB,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Id of the run (default: a new one).")
+    ] = None,
+    approve_all: ApproveAll = False,
+    review: Annotated[
+        bool,
+        typer.Option(
+            "--review/--no-review", help="Model review of critical steps' output (needs a model)."
+        ),
+    ] = True,
+) -> None:
+    """Run a manifest (or a plan written from --goal); exit 0 only when every step's checks passed."""
+    from veriloop.engines.plan.manifest import ManifestError, load_manifest
+    from veriloop.llm import LLMUnavailable
+    from veriloop.nodes.plan.support import tool_registry
+
+    try:
+        if file is None and not goal:
+            raise UsageError("give a manifest FILE, or --goal to let the planner write one")
+        if not workspace.is_dir():
+            raise UsageError(f"--workspace {workspace}: no such directory")
+        tool_objects = load_tools_spec(tools)
+        settings = RunSettings(
+            workspace=str(workspace.resolve()),
+            tools=_absolute_tools_spec(tools),
+            model=model,
+            review=review,
+            concurrency=concurrency,
+            report=str(report.resolve()) if report else None,
+            endpoint=_endpoint() if model_configured() else None,
+        )
+        context = settings.context()
+        names = sorted(tool_registry(_with_tools(context, tool_objects)))
+        if file is not None:
+            if not file.is_file():
+                raise UsageError(f"no such manifest file: {file}")
+            try:
+                manifest = load_manifest(
+                    file, origin="user", tools=names, max_depth=context.max_depth
+                )
+            except ManifestError as exc:
+                raise UsageError(f"{file}: {exc}") from None
+            reason = why_model_needed(manifest, review=review)
+        else:
+            reason = "the planner writes the plan from --goal"
+        if reason and not model_configured():
+            raise UsageError(
+                f"no model configured, and this plan needs one: {reason}. Set OPENAI_API_KEY "
+                "(OpenAI) or OPENAI_BASE_URL (an OpenAI-compatible server)."
+            )
+    except UsageError as exc:
+        raise _fail(str(exc)) from None
+
+    run_id = run_id or f"plan-{uuid.uuid4().hex[:10]}"
+    if reason:
+        console.print(f"model: {escape(context.model)} via {escape(_endpoint())}")
+    console.print(
+        f"run [bold]{escape(run_id)}[/] in {escape(settings.workspace)} (db {escape(str(db))})"
+    )
+
+    async def go() -> int:
+        async with _runner(db, settings, tool_objects) as runner:
+            try:
+                await runner.areport(run_id)
+            except LookupError:
+                pass
+            else:
+                raise UsageError(
+                    f"plan run {run_id!r} exists already in {db}: use `veriloop plan resume {run_id}`"
+                )
+            save_settings(db, run_id, settings)
+            source: Any = file if file is not None else goal
+            result = await runner.arun(
+                source,
+                goal=goal if file is not None else None,
+                run_id=run_id,
+                concurrency=concurrency,
+                on_event=print_event,
+            )
+            result = await _drive(runner, result, db=db, settings=settings, approve_all=approve_all)
+        return _finish(result, db=db, settings=settings, report_dir=report)
+
+    try:
+        code = asyncio.run(go())
+    except UsageError as exc:
+        raise _fail(str(exc)) from None
+    except LLMUnavailable as exc:
+        raise _fail(
+            f"the model provider is unavailable: {exc}. The run is saved; continue it with "
+            f"`veriloop plan resume {run_id} --db {db}`",
+            EXIT_FAILED,
+        ) from None
+    raise typer.Exit(code)
+
+
+def _with_tools(context, tools: Any):
+    import dataclasses
+
+    return dataclasses.replace(context, tools=tools) if tools is not None else context
+
+
+def _absolute_tools_spec(spec: str | None) -> str | None:
+    """A file path in ``--tools`` made absolute, so ``resume`` finds it from anywhere."""
+    if not spec:
+        return None
+    target, _, attr = spec.rpartition(":")
+    if target.endswith(".py") or "/" in target or os.sep in target:
+        return f"{Path(target).resolve()}:{attr}"
+    return spec
+
+
+@plan_app.command("resume")
+def resume_command(
+    run_id: Annotated[str, typer.Argument(help="The run to continue.")],
+    db: Db = DEFAULT_DB,
+    approve_all: ApproveAll = False,
+    report: ReportDir = None,
+) -> None:
+    """Continue a run: answer its pending human reviews, or pick it up after a crash."""
+    from veriloop.llm import LLMUnavailable
+    from veriloop.plans import NoPendingReviewError, UnknownRunError
+
+    try:
+        if not db.is_file():
+            raise UsageError(f"no plan database at {db}")
+        settings = load_settings(db, run_id) or RunSettings(workspace=str(Path.cwd()))
+        tool_objects = load_tools_spec(settings.tools)
+    except UsageError as exc:
+        raise _fail(str(exc)) from None
+    report_dir = report or (Path(settings.report) if settings.report else None)
+
+    async def go() -> int:
+        async with _runner(db, settings, tool_objects) as runner:
+            try:
+                current = await runner.areport(run_id)
+            except UnknownRunError:
+                raise UsageError(f"no plan run {run_id!r} in {db}") from None
+            console.print(f"run [bold]{escape(run_id)}[/]: {escape(current.status)}")
+            if current.status == "awaiting_review" and current.pending_reviews:
+                current = await _drive(
+                    runner, current, db=db, settings=settings, approve_all=approve_all
+                )
+            elif current.status in ("running", "awaiting_review"):
+                console.print("continuing where it stopped")
+                current = await runner.aresume(
+                    run_id, concurrency=settings.concurrency, on_event=print_event
+                )
+                current = await _drive(
+                    runner, current, db=db, settings=settings, approve_all=approve_all
+                )
+        return _finish(current, db=db, settings=settings, report_dir=report_dir)
+
+    try:
+        code = asyncio.run(go())
+    except (UsageError, NoPendingReviewError) as exc:
+        raise _fail(str(exc)) from None
+    except LLMUnavailable as exc:
+        raise _fail(
+            f"the model provider is unavailable: {exc}; resume again later", EXIT_FAILED
+        ) from None
+    raise typer.Exit(code)
+
+
+@plan_app.command("report")
+def report_command(
+    run_id: Annotated[str, typer.Argument(help="The stored run.")],
+    db: Db = DEFAULT_DB,
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="Directory for report.html and report.json.", file_okay=False),
+    ] = Path("."),
+) -> None:
+    """Write the report of a stored run (any status) again."""
+    from veriloop.plans import UnknownRunError
+    from veriloop.runners.plan_report import write_plan_report
+
+    if not db.is_file():
+        raise _fail(f"no plan database at {db}")
+    settings = load_settings(db, run_id) or RunSettings(workspace=str(Path.cwd()))
+
+    async def go():
+        async with _runner(db, settings, None) as runner:
+            return await runner.areport(run_id)
+
+    try:
+        stored = asyncio.run(go())
+    except UnknownRunError:
+        raise _fail(f"no plan run {run_id!r} in {db}") from None
+    path = write_plan_report(
+        stored,
+        out,
+        model=settings.model or _default_model(),
+        endpoint=settings.endpoint,
+        scripted=settings.scripted,
+    )
+    console.print(f"{escape(stored.status)}: report {escape(str(path))}")
+
+
+@plan_app.command("demo")
+def demo_command(
+    report: Annotated[
+        Path, typer.Option("--report", help="Directory for the report.", file_okay=False)
+    ] = Path(".veriloop") / "plan-demo-report",
+    keep: Annotated[
+        Path | None,
+        typer.Option(
+            "--keep", help="Copy the project here (a new directory) and keep it.", file_okay=False
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Model name when a provider is configured.")
+    ] = None,
+) -> None:
+    """Finish the bundled textbuffer project with a plan; the exit status is its test suite's."""
+    from veriloop.runners.plan_demo import MANIFEST_PATH, arun_plan_demo
+
+    if keep is not None and keep.exists() and any(keep.iterdir()):
+        raise _fail(f"--keep {keep}: the directory exists and is not empty")
+    if model_configured():
+        console.print(f"Using the configured model provider ({escape(_endpoint())}).")
+    else:
+        console.print(
+            "[yellow]No OPENAI_API_KEY or OPENAI_BASE_URL set: running the scripted playbook (a local "
+            "OpenAI-compatible server with canned answers), not a real model.[/]"
+        )
+    console.print(f"plan: {escape(str(MANIFEST_PATH))}")
+
+    def on_review(review, approved: bool, comment: str) -> None:
+        verdict = "[green]approved[/]" if approved else "[red]rejected[/]"
+        console.print(f"[cyan]review[/] {escape(review.step_id)}: {verdict} ({escape(comment)})")
+
+    result = asyncio.run(
+        arun_plan_demo(report, keep=keep, model=model, on_event=print_event, on_review=on_review)
+    )
+    console.print()
+    print_summary(result.report, scripted=result.scripted)
+    fixed = [
+        r.step_id
+        for r in result.report.steps.values()
+        if r.status == "completed" and len(r.attempts) > 1
+    ]
+    for step_id in fixed:
+        console.print(
+            f"fixed by a corrective attempt: {escape(step_id)} ({len(result.report.steps[step_id].attempts)} attempts)"
+        )
+    for old in result.report.superseded:
+        console.print(
+            f"not allowed to complete: {escape(old.step_id)} ({escape(old.verification_status or old.status)}, "
+            f"{escape(_one_line(old.diagnosis))}), replaced by a replan"
+        )
+    colour = "green" if result.suite_exit_code == 0 else "red"
+    console.print(
+        f"the project's own test suite (pytest in the workspace copy): [{colour}]{escape(result.suite_summary)}[/] "
+        f"-> exit {result.suite_exit_code}"
+    )
+    if result.kept:
+        console.print(f"workspace kept: {escape(str(result.workspace))}")
+    if result.html_report is not None:
+        console.print(f"report: {escape(str(result.html_report.resolve()))}")
+    raise typer.Exit(result.exit_code)
