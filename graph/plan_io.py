@@ -27,6 +27,7 @@ def state_to_report(
         run_id=values.get("run_id", ""),
         status=status,
         goal=values.get("goal", ""),
+        model=values.get("model", ""),
         manifest=values.get("plan"),
         critique=values.get("critique"),
         steps=steps,

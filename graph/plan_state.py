@@ -47,6 +47,8 @@ class PlanState(PlanInput, total=False):
 
     critique: dict[str, Any] | None
     """Critique dump of the current plan."""
+    model: str
+    """The context's model when the run started (agents may name their own), for reports."""
     plan_revisions: int
     """Times a model-written plan went back to the planner."""
     plan_approved: bool

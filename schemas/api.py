@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
 from veriloop.schemas.base import WireModel
 from veriloop.schemas.observation import Observation
 from veriloop.schemas.plan import Plan
+from veriloop.schemas.plan_run import PlanRunReport, ReviewDecision, RunStatus
 from veriloop.schemas.records import ActionSource
 from veriloop.schemas.usage import Usage
 from veriloop.schemas.verification import FailureCategory, VerificationResult
@@ -107,3 +108,58 @@ class ErrorBody(WireModel):
     detail: str
     task_id: str | None = None
     status: TaskStatus | None = None
+
+
+# -- plan runs (POST /api/plans ...) ---------------------------------------------------------
+
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+"""Client-chosen plan run ids: letters, digits and ``._:-``, at most 128 characters."""
+
+
+class PlanRunRequest(WireModel):
+    """POST /api/plans: start a plan run from a manifest, a goal, or both."""
+
+    manifest: dict[str, Any] | str | None = Field(
+        default=None,
+        description="The manifest: an object, or YAML/JSON text (a ``` fenced block is accepted). "
+        "Without one, the meta-planner writes a manifest from the goal.",
+    )
+    goal: str | None = Field(
+        default=None, description="What the plan is for; required when no manifest is given."
+    )
+    run_id: str | None = Field(
+        default=None,
+        pattern=RUN_ID_PATTERN,
+        description="Client-chosen run id (default: a new random one); a taken id answers 409.",
+    )
+    concurrency: int = Field(
+        default=4, ge=1, le=64, description="Steps of one dependency level run at once."
+    )
+
+
+class PlanRunStarted(WireModel):
+    """202 from POST /api/plans, .../reviews and .../resume: the run goes on in the server."""
+
+    run_id: str
+    status: RunStatus = Field(description="The run's status when the answer was sent.")
+
+
+class PlanReviewRequest(WireModel):
+    """POST /api/plans/{runId}/reviews: answers to pending human reviews, by step id."""
+
+    decisions: dict[str, ReviewDecision] = Field(
+        min_length=1, description='Step id -> {"approved": bool, "comment": str}.'
+    )
+
+
+class PlanRunDetail(PlanRunReport):
+    """GET /api/plans/{runId}: the run's report, plus whether a server is executing it now."""
+
+    executing: bool = Field(
+        default=False, description="A server process is running the run right now."
+    )
+    error: str | None = Field(
+        default=None,
+        description="Why the last execution stopped early (model provider down, a crash inside a "
+        "step); the run kept its progress: POST /api/plans/{runId}/resume continues it.",
+    )

@@ -189,6 +189,7 @@ class PlanRunReport(WireModel):
     run_id: str
     status: RunStatus
     goal: str = ""
+    model: str = Field(default="", description="The run's default model (agents may name others).")
     manifest: Manifest | None = None
     critique: Critique | None = None
     steps: dict[str, StepResult] = Field(default_factory=dict)

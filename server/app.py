@@ -19,8 +19,10 @@ from langgraph.graph.state import CompiledStateGraph
 from psycopg_pool import PoolTimeout
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from veriloop.context import PlanContext
 from veriloop.graph.builder import build_graph
 from veriloop.llm.base import LLMUnavailable
+from veriloop.plans import PlanRunner
 from veriloop.schemas.api import (
     ErrorBody,
     InteractRequest,
@@ -32,6 +34,8 @@ from veriloop.server.index import TaskIndex
 from veriloop.server.langserve_routes import add_agent_routes
 from veriloop.server.locks import TaskBusy
 from veriloop.server.persistence import open_persistence
+from veriloop.server.plans import PlanService
+from veriloop.server.plans import router as plans_router
 from veriloop.server.service import InvalidField, ServiceError, TaskService
 from veriloop.server.settings import Settings
 from veriloop.server.tenants import current_tenant, warn_if_open
@@ -79,7 +83,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 persistence.head,
                 max_dom_bytes=settings.max_dom_bytes,
             )
-            yield
+            # Plan runs: the plan graph on the same checkpointer, store and locks; tools and
+            # workspace from the environment (VERILOOP_TOOLS=module:attr, VERILOOP_WORKSPACE).
+            app.state.plans = PlanService(
+                PlanRunner(persistence.checkpointer, context=PlanContext()),
+                persistence.store,
+                persistence.locks,
+                max_manifest_bytes=settings.max_dom_bytes,
+            )
+            try:
+                yield
+            finally:
+                await app.state.plans.aclose()  # executing runs stop here and stay resumable
 
     app = FastAPI(
         title="veriloop",
@@ -90,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.api_keys = dict(settings.api_keys)
     _add_routes(app)
+    app.include_router(plans_router)
     _add_error_handlers(app, settings)
     add_agent_routes(app)
     # Refuse absurd bodies before parsing them; JSON escaping can inflate a DOM several times over.

@@ -21,6 +21,7 @@ nobody answered (no TTY and no ``--approve-all``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -147,8 +148,8 @@ def load_tools_spec(spec: str | None) -> Any:
         load_tools(obj)
     except UsageError:
         raise
-    except AttributeError as exc:
-        raise UsageError(f"--tools {spec!r}: {exc}") from None
+    except AttributeError:
+        raise UsageError(f"--tools {spec!r}: {target} has no attribute {attr!r}") from None
     except ValueError as exc:
         raise UsageError(f"--tools {spec!r}: not a list or dict of tools: {exc}") from None
     except Exception as exc:  # importing user code can raise anything
@@ -291,6 +292,8 @@ def print_event(event: dict[str, Any]) -> None:
     line = describe_event(event)
     if line is not None:
         console.print(line)
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            console.file.flush()  # live also when piped (CI logs, `| tee`)
 
 
 def print_summary(report, *, scripted: bool = False) -> None:
@@ -300,7 +303,10 @@ def print_summary(report, *, scripted: bool = False) -> None:
     table = Table(title=f"plan run {report.run_id}", title_justify="left")
     for name in ("step", "status", "verification", "attempts", "checks", "tokens", "cost"):
         table.add_column(
-            name, justify="right" if name in ("attempts", "checks", "tokens", "cost") else "left"
+            name,
+            justify="right" if name in ("attempts", "checks", "tokens", "cost") else "left",
+            overflow="fold",
+            min_width=len(name),
         )
     rows = [(r, False) for r in report.steps.values()] + [(r, True) for r in report.superseded]
     for result, superseded in rows:
@@ -390,10 +396,14 @@ def _interactive() -> bool:
         return False
 
 
+_DEPENDENCY_RESULTS = "\n\nResults of the steps this one depends on:"
+
+
 def print_pending(report, db: Path) -> None:
     console.print(f"\n[cyan]The run waits for {len(report.pending_reviews)} human review(s):[/]")
     for review in report.pending_reviews:
-        console.print(f"  {escape(review.step_id)}: {escape(_one_line(review.question, 300))}")
+        question = review.question.split(_DEPENDENCY_RESULTS, 1)[0]
+        console.print(f"  {escape(review.step_id)}: {escape(_one_line(question, 300))}")
         for command in review.context.get("commands") or []:
             console.print(f"    [yellow]$ {escape(str(command))}[/]")
     console.print("Answer them on a terminal, or approve them all with:")
@@ -535,7 +545,13 @@ def run_command(
                     file, origin="user", tools=names, max_depth=context.max_depth
                 )
             except ManifestError as exc:
-                raise UsageError(f"{file}: {exc}") from None
+                hint = ""
+                if any(p.rule == "unknown_tool" for p in exc.problems) and not tools:
+                    hint = (
+                        "\nhint: python steps' functions and agents' tools come from "
+                        "--tools module:attr or --tools path/to/file.py:attr"
+                    )
+                raise UsageError(f"{file}: {exc}{hint}") from None
             reason = why_model_needed(manifest, review=review)
         else:
             reason = "the planner writes the plan from --goal"

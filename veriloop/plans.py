@@ -193,8 +193,12 @@ def plan_input(
 ) -> dict[str, Any]:
     """The graph input: ``manifest`` for a manifest (parsed by the plan node), else ``goal``.
 
-    A str is a manifest when it reads as a YAML/JSON mapping or list; any other text is a goal.
+    A str is a manifest file when it names an existing .yaml/.yml/.json file, manifest text when
+    it is fenced or reads as YAML/JSON with steps (``steps``/``tasks``/``workflow``, or a list of
+    steps); any other text is a goal.
     """
+    if isinstance(manifest_or_goal, str) and _names_manifest_file(manifest_or_goal):
+        manifest_or_goal = Path(manifest_or_goal)
     if isinstance(manifest_or_goal, Manifest):
         manifest: Any = manifest_or_goal.model_dump(by_alias=False)
     elif isinstance(manifest_or_goal, Path):
@@ -237,6 +241,14 @@ def pending_reviews(snapshot: Any) -> list[PendingReview]:
     return list(found.values())
 
 
+_STEP_KEYS = ("steps", "tasks", "workflow")
+
+
+def _names_manifest_file(text: str) -> bool:
+    path = Path(text.strip())
+    return path.suffix.lower() in (".yaml", ".yml", ".json") and path.is_file()
+
+
 def _reads_as_manifest(text: str) -> bool:
     stripped = text.strip()
     if stripped.startswith("```"):
@@ -245,7 +257,9 @@ def _reads_as_manifest(text: str) -> bool:
         parsed = yaml.safe_load(stripped)
     except yaml.YAMLError:
         return False
-    return isinstance(parsed, dict | list)
+    if isinstance(parsed, dict):
+        return any(key in parsed for key in _STEP_KEYS)
+    return isinstance(parsed, list) and all(isinstance(item, dict) for item in parsed)
 
 
 def _config(run_id: str) -> dict[str, Any]:

@@ -4,26 +4,29 @@
 still runs after an earlier one failed, so the corrective prompt can list both what failed and what
 must keep passing):
 
-==================== ==================================================================== =========
+==================== ==================================================================== ===========
 name                 passes when                                                          applies
-==================== ==================================================================== =========
+==================== ==================================================================== ===========
 schema               the output validates against ``step.output_schema`` (a JSON text      schema set
                      output is parsed first)
 predicate[i]         the i-th predicate check returns true (a string is its diagnosis)    each one
-notes                the executor's notes do not start with ``[FAIL]`` (empty notes and    llm steps
-                     ``[SUCCESS]:`` pass, for backward compatibility)
+notes                the notes do not start with ``[FAIL]`` (any letter case, after        llm steps,
+                     whitespace); empty notes and ``[SUCCESS]:`` pass (backward            and others
+                     compatibility)                                                       with notes
 pending_tool_calls   no tool call is still pending                                        llm steps
 command[i]           the i-th command check exits 0 within its timeout                    each one
 tests                the test command (``step.test_command``, else the one found by        see below
-                     convention) exits 0, ran at least one test, none failed, and did not
-                     collect fewer tests than the previous attempt
-integrity            no test file (``tests/**``, ``test_*.py``, ``*_test.py``, ``conftest.py``, baseline
-                     ``pytest.ini``, files a check command names, the Makefile of a make  taken
-                     test target) and no check definition changed, was deleted, and no
+                     convention) exits 0, ran at least one test, none failed or errored,
+                     not all were skipped, and it did not collect fewer tests than the
+                     previous attempt
+integrity            no test file (``tests/**``, ``test_*.py``, ``*_test.py``, ``conftest.py``, a baseline
+                     ``pytest.ini``, files a check command names, the Makefile of a make  was taken
+                     test target), no pytest section of pyproject.toml / setup.cfg /
+                     tox.ini, and no check definition changed or was deleted, and no
                      ``conftest.py``/``pytest.ini`` was added since the baseline;
-                     ``writes_tests`` allows the test-file changes (not the definitions)
+                     ``writes_tests`` allows the test changes (not the check definitions)
 review               an LLM review of the output passes with confidence >= 0.70            review=True
-==================== ==================================================================== =========
+==================== ==================================================================== ===========
 
 ``predicate[i]`` and ``command[i]`` count checks of that kind in ``step.checks`` order
 (``details["check_index"]`` is the position in ``step.checks``). Tests apply by
@@ -44,10 +47,12 @@ programming error (ValueError).
 from __future__ import annotations
 
 import asyncio
+import configparser
 import hashlib
 import json
 import re
 import shlex
+import tomllib
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -79,7 +84,15 @@ REVIEW_OUTPUT_CHARS = 8000
 MAX_FINGERPRINTS = 5000
 """Most files a baseline fingerprints."""
 BASELINE_VERSION = 1
-GUARD_FILES = frozenset({"conftest.py", "pytest.ini"})
+FAIL_MARKER = "[FAIL]"
+"""Notes that start with it, in any letter case and after whitespace, report a failure."""
+GUARD_FILES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini"})
+PYTEST_CONFIG_SECTIONS = {
+    "pyproject.toml": "[tool.pytest]",
+    "setup.cfg": "[tool:pytest]",
+    "tox.ini": "[pytest]",
+}
+"""Files whose pytest section (only that section) is fingerprinted: addopts can deselect tests."""
 """Test configuration that may not even be added by a step that does not write tests."""
 
 NO_TESTS_FOUND = (
@@ -101,6 +114,7 @@ def take_baseline(
         "version": BASELINE_VERSION,
         "files": files,
         "truncated": truncated,
+        "pytest_config": _pytest_config(workspace),
         "definitions": _definitions(step),
         "test_command": command,
     }
@@ -153,7 +167,7 @@ async def run_checks(
             ),
         )
 
-    if step.executor == "llm":
+    if step.executor == "llm" or (execution.notes or "").strip():
         await run("notes", "notes", lambda: _notes_check(execution.notes))
     if step.executor == "llm" or execution.tool_calls:
         await run("pending_tool_calls", "pending_tool_calls", lambda: _pending_check(execution))
@@ -313,7 +327,7 @@ async def _predicate_check(
 
 async def _notes_check(notes: str) -> CheckResult:
     text = (notes or "").strip()
-    if text.startswith("[FAIL]"):
+    if text[: len(FAIL_MARKER)].upper() == FAIL_MARKER:
         return CheckResult(
             name="notes",
             type="notes",
@@ -395,7 +409,9 @@ async def _tests_check(
             )
         if not run.collected and not run.timed_out:
             problems.append("the test run collected no tests")
-        elif previous_collected is not None and (run.collected or 0) < previous_collected:
+        elif run.collected and not run.passed and not (run.failed or run.errors):
+            problems.append(f"all {run.collected} collected tests were skipped: none passed")
+        if run.collected and previous_collected is not None and run.collected < previous_collected:
             problems.append(
                 f"collected {run.collected} tests, the previous attempt collected {previous_collected}"
             )
@@ -449,6 +465,13 @@ async def _integrity_check(
         for path in workspace_files(workspace)
         if path.name in GUARD_FILES and path.relative_to(workspace).as_posix() not in before_files
     )
+    before_config: dict[str, str] = dict(baseline.get("pytest_config") or {})
+    now_config = _pytest_config(workspace)
+    config = sorted(
+        f"{rel} {PYTEST_CONFIG_SECTIONS[Path(rel).name]}"
+        for rel in before_config.keys() | now_config.keys()
+        if before_config.get(rel) != now_config.get(rel)
+    )
     before_defs: dict[str, str] = dict(baseline.get("definitions") or {})
     now_defs = _definitions(step)
     definitions = sorted(
@@ -460,6 +483,7 @@ async def _integrity_check(
         "changed": changed,
         "deleted": deleted,
         "added": added_guards,
+        "pytest_config": config,
         "definitions": definitions,
         "writes_tests": step.writes_tests,
     }
@@ -471,6 +495,8 @@ async def _integrity_check(
             problems.append("test files deleted: " + ", ".join(deleted))
         if added_guards:
             problems.append("test configuration added: " + ", ".join(added_guards))
+        if config:
+            problems.append("pytest configuration changed: " + ", ".join(config))
     if definitions:
         problems.append("check definitions changed: " + ", ".join(definitions))
     if not problems:
@@ -482,7 +508,7 @@ async def _integrity_check(
         diagnosis="; ".join(problems)
         + (
             " (only a step that declares writes_tests may change tests)"
-            if not step.writes_tests and (changed or deleted or added_guards)
+            if not step.writes_tests and (changed or deleted or added_guards or config)
             else ""
         ),
         details=details,
@@ -559,6 +585,32 @@ def _fingerprint_files(
         wanted.update(_files_named(text, workspace))
     files = {p.relative_to(workspace).as_posix(): _sha256_file(p) for p in sorted(wanted)}
     return files, truncated
+
+
+def _pytest_config(workspace: Path) -> dict[str, str]:
+    """sha256 of the pytest section of each pyproject.toml, setup.cfg and tox.ini that has one."""
+    if not workspace.is_dir():
+        return {}
+    found = {}
+    for path in workspace_files(workspace):
+        if path.name in PYTEST_CONFIG_SECTIONS:
+            section = _pytest_section(path)
+            if section is not None:
+                found[path.relative_to(workspace).as_posix()] = _sha256_json(section)
+    return found
+
+
+def _pytest_section(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if path.name == "pyproject.toml":
+            return tomllib.loads(text).get("tool", {}).get("pytest")
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.read_string(text)
+        name = "tool:pytest" if path.name == "setup.cfg" else "pytest"
+        return dict(parser[name]) if parser.has_section(name) else None
+    except (OSError, ValueError, configparser.Error):  # TOMLDecodeError is a ValueError
+        return "unreadable"
 
 
 def _files_named(command: str | None, workspace: Path) -> list[Path]:

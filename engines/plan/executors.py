@@ -15,17 +15,15 @@ is not a verdict on the step.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import json
-import os
-import signal
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 
+from veriloop.engines.plan.testrun import run_command
 from veriloop.engines.plan.tools import as_langchain_tool, openai_tool_schema
 from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError, Message, ToolCall, ToolTurn
 from veriloop.prompts.plan_executor import (
@@ -45,7 +43,6 @@ RECORD_RESULT_CHARS = 1000
 """... and to about this many in its ToolCallRecord."""
 SHELL_OUTPUT_CHARS = 4000
 """stdout and stderr of a shell step keep about this many trailing characters."""
-_SHELL_READ_GRACE_S = 1.0
 """After the shell exits, how long to wait for background children still holding its pipes."""
 
 # -- the llm executor ------------------------------------------------------------------------
@@ -289,18 +286,12 @@ async def run_shell_step(command: str, *, workspace: Path, timeout_s: float) -> 
     """Run ``command`` with the shell in ``workspace``, in its own process group.
 
     ``output`` is ``{"exit_code", "stdout", "stderr"}`` (the last ~4000 characters of each).
-    ok: exit code 0 within ``timeout_s``; on timeout (or cancellation) the whole process group is
-    killed. The step ends when the shell exits: a background child it leaves running (``cmd &``)
-    is not waited for (its output after a 1 s grace is not captured) and is not killed.
+    ok: exit code 0 within ``timeout_s``. The process group is killed on timeout, on
+    cancellation, and when the shell exits: a step leaves nothing running behind it.
     """
     try:
-        process = await asyncio.create_subprocess_shell(
-            command,
-            cwd=os.fspath(workspace),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,  # own session, so its own process group (pgid = pid)
+        run = await run_command(
+            command, workspace, timeout_s=timeout_s, tail_chars=SHELL_OUTPUT_CHARS, split_stderr=True
         )
     except OSError as exc:
         return ExecutionResult(
@@ -308,86 +299,17 @@ async def run_shell_step(command: str, *, workspace: Path, timeout_s: float) -> 
             output={"exit_code": None, "stdout": "", "stderr": ""},
             error=f"could not start the command in {str(workspace)!r}: {exc}",
         )
-    stdout, stderr = _Tail(), _Tail()
-    readers = [
-        asyncio.create_task(stdout.drain(process.stdout)),
-        asyncio.create_task(stderr.drain(process.stderr)),
-    ]
-    timed_out = False
-    try:
-        try:
-            await asyncio.wait_for(_exit(process, readers), timeout_s)
-        except TimeoutError:
-            timed_out = True
-            _kill_group(process.pid)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(_exit(process, readers), 5)
-        # Background children may still hold the pipes open: give them a moment, then stop reading.
-        _, still_reading = await asyncio.wait(readers, timeout=_SHELL_READ_GRACE_S)
-        for reader in still_reading:
-            reader.cancel()
-        if still_reading:  # release our ends of the pipes the background child still holds
-            transport = getattr(process, "_transport", None)  # no public close on Process
-            if transport is not None:
-                transport.close()
-    finally:
-        if process.returncode is None:  # cancelled from outside: leave nothing running
-            _kill_group(process.pid)
-        for reader in readers:
-            reader.cancel()
-    output = {"exit_code": process.returncode, "stdout": stdout.text(), "stderr": stderr.text()}
-    if timed_out:
+    output = {"exit_code": run.exit_code, "stdout": run.output, "stderr": run.stderr}
+    if run.timed_out:
+        output["stdout"] = output["stdout"].removesuffix(f"\n[killed after {timeout_s:g} s]")
         return ExecutionResult(
             ok=False,
             output=output,
             error=f"timed out after {timeout_s:g}s; the command's process group was killed",
         )
-    if process.returncode != 0:
-        return ExecutionResult(
-            ok=False, output=output, error=f"exit code {process.returncode}: {command}"
-        )
+    if run.exit_code != 0:
+        return ExecutionResult(ok=False, output=output, error=f"exit code {run.exit_code}: {command}")
     return ExecutionResult(ok=True, output=output)
-
-
-async def _exit(process: asyncio.subprocess.Process, readers: list[asyncio.Task]) -> None:
-    """Until the shell exits. ``process.wait()`` alone (Python 3.11) also waits for its pipes to
-    close, which a background child (``cmd &``) can keep open for as long as it runs; so while the
-    pipes are open, poll the exit status."""
-    while process.returncode is None:
-        _, still_reading = await asyncio.wait(readers, timeout=0.05)
-        if not still_reading:  # pipes closed: wait() now returns as soon as the process exits
-            await process.wait()
-
-
-class _Tail:
-    """The last bytes of a stream (enough for ~SHELL_OUTPUT_CHARS characters) and how many were cut."""
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-        self.cut = 0
-
-    async def drain(self, stream: asyncio.StreamReader | None) -> None:
-        if stream is None:
-            return
-        limit = SHELL_OUTPUT_CHARS * 4  # UTF-8: up to 4 bytes a character
-        while chunk := await stream.read(65536):
-            self.data.extend(chunk)
-            if len(self.data) > limit:
-                self.cut += len(self.data) - limit
-                del self.data[: len(self.data) - limit]
-
-    def text(self) -> str:
-        text = self.data.decode("utf-8", errors="replace")
-        cut = self.cut
-        if len(text) > SHELL_OUTPUT_CHARS:
-            cut += len(text) - SHELL_OUTPUT_CHARS  # characters now, close enough for a marker
-            text = text[-SHELL_OUTPUT_CHARS:]
-        return f"[... {cut} earlier characters cut ...]\n{text}" if cut else text
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
 
 
 # -- the python executor ---------------------------------------------------------------------

@@ -32,26 +32,28 @@ its size, so that a single C-level operation cannot outrun the limit; the budget
 :class:`PredicateError`. Integers are capped at :data:`MAX_INT_BITS` bits, strings and repetitions
 at 100,000 characters or items, comprehensions at 10,000 iterations per evaluation.
 
-Why simpleeval, not CEL. Both were installed and tried against the same predicates and the same
-attacks. All three engines reject ``__import__('os')``, ``().__class__.__bases__``-style attribute
-chains and string repetition (CEL has no ``string * int``), and all three parse
-the natural predicates above. The differences were in bounding the run: the Rust CEL bindings
-(``common-expression-language`` 0.10) evaluate while holding the GIL with no cost limit, so a
-nested comprehension over a 2,000-item result (``a.map(x, a.map(y, a.exists(z, z < 0)))``, 8e9
-steps) froze the whole interpreter, watchdog thread and event loop included, until killed: a
-predicate could only be bounded in a separate process. ``cel-python`` 0.5 is pure Python (so it
-does not block other threads) but cannot be cancelled either, kept running the same expression
-past 5 s, needed ~272 ms to fail with a RecursionError on 3,000 nested parentheses, was 5-25x
-slower per evaluation (2-12 ms against 0.1-0.3 ms) and brings lark, pendulum, google-re2 and
-jmespath. simpleeval 1.0 rejects dunder attributes, ``9**9**9`` (NumberTooHigh), ``'a' * 10**9``
-(IterableTooLong) and deep nesting (SyntaxError) out of the box, and being a small tree-walking
-interpreter in Python, it lets this module charge a cost on every node and every sized operation,
-which is the bound CEL could not give in process. Its own gaps, found in the same trial, are
-closed here: ``9**4000000`` passed its exponent check and took 2 s (integers are capped by size
-instead), ``'a'.ljust(10**8)`` allocated 100 MB (only a whitelist of read-only methods is
-reachable) and it re-walked every container value after every node (skipped: values are plain
-copies of JSON data). Python expression syntax is also what manifests' authors, people and
-models, already write most reliably.
+Why simpleeval, not CEL. All three candidates were installed and tried on the same predicates and
+the same attacks. All three parse the natural predicates above (CEL spells them
+``size(result.items) > 5 ? true : 'expected ...'``) and all three reject ``__import__('os')``,
+``().__class__.__bases__``-style attribute chains and string repetition (CEL has no
+``string * int``). They differ in bounding the run. The Rust CEL bindings
+(``common-expression-language`` 0.10) evaluate holding the GIL, with no cost limit: a nested
+comprehension over a 2,000-item result (``a.map(x, a.map(y, a.exists(z, z < 0))) ...``, 8e9 steps)
+froze the whole interpreter (a watchdog thread never ran, ``join(timeout=3)`` never returned)
+until the process was killed after 20 s, so a CEL predicate could only be bounded in a separate
+process. ``cel-python`` 0.5 is pure Python (other threads keep running) but cannot be cancelled
+either and was still evaluating the same expression after 5 s; it needed 272 ms to fail with a
+RecursionError on 3,000 nested parentheses, took 0.5-12 ms per evaluation (Rust bindings
+0.2-1.7 ms, simpleeval 0.1-0.2 ms), and brings lark, pendulum, google-re2 and jmespath.
+simpleeval 1.0 rejects dunder attributes, ``9**9**9`` (NumberTooHigh), ``'a' * 10**9``
+(IterableTooLong) and deep nesting (SyntaxError) out of the box, and as a small tree-walking
+interpreter in Python it lets this module charge a cost on every node and every sized operation:
+the in-process bound CEL could not give. Its own gaps, found in the same trial, are closed here:
+``9**4000000`` passed its exponent check and took 2 s (integers are capped by size instead),
+``'a'.ljust(10**8)`` built a 100 MB string (only a whitelist of read-only methods is reachable),
+and it re-walks every container value after every node (skipped: values are plain JSON copies).
+Python expression syntax is also what the authors of manifests, people and models, already write
+most reliably.
 """
 
 from __future__ import annotations
@@ -557,7 +559,7 @@ def _plain(value: Any) -> Any:
 
     try:
         return json.loads(json.dumps(value, default=default))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return str(value)
 
 
@@ -573,6 +575,8 @@ def _describe(exc: BaseException) -> str:
 
 
 def _short(value: Any) -> str:
+    if callable(value):
+        return "(a function; call it)"
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 

@@ -12,8 +12,10 @@ A run is a shell command in the workspace, in its own process group (the whole g
 on timeout, on cancellation and, to reap stray children, when the command ends). When the command
 is pytest (``pytest ...``, ``python -m pytest ...``, ``python3 -m pytest ...``) it gets
 ``--junitxml=<a temporary file> -p no:cacheprovider`` and the counts and failure messages are read
-from that JUnit XML, never scraped from the text; a bare ``pytest`` or ``python`` runs as
-``sys.executable -m pytest`` so the interpreter that runs veriloop (and its pytest) is used. Any
+from that JUnit XML, never scraped from the text. A bare ``pytest`` or ``python -m pytest`` runs
+with ``sys.executable`` (the interpreter that runs veriloop, and its pytest), like ``-m pytest``
+but importing the installed pytest before the working directory goes on ``sys.path``, so a
+``pytest.py`` the step wrote into the workspace cannot pose as the test runner. Any
 other command (``make test-x``) is judged by its exit code; it also gets the JUnit option through
 ``PYTEST_ADDOPTS``, so when it runs pytest underneath, the XML is read as well (``structured``
 says whether counts came from XML).
@@ -54,6 +56,13 @@ _PYTEST = re.compile(
     rf"^\s*(?P<env>{_ASSIGNMENT})(?P<prog>(?:\S*/)?(?:py\.test|pytest)|(?:\S*/)?python(?:3(?:\.\d+)?)?\s+-m\s+pytest)(?=\s|$)(?P<rest>.*)$",
     re.DOTALL,
 )
+_REAL_PYTEST = (
+    "import os, sys, pytest; sys.path.insert(0, os.getcwd()); sys.exit(pytest.console_main())"
+)
+"""``python -m pytest`` that cannot be shadowed: the interpreter starts without the working directory
+on ``sys.path`` (``-P``), imports the installed pytest, and only then puts the working directory
+first, as ``-m`` would (so a ``pytest.py`` written into the workspace is never the pytest that runs).
+"""
 _SHELL_OPERATORS = frozenset({"&&", "||", ";", "|", "&", ";;", "(", ")", ">", "<", ">>", "<<"})
 
 
@@ -92,6 +101,8 @@ class CommandRun:
     exit_code: int | None
     timed_out: bool
     output: str
+    stderr: str = ""
+    """The tail of standard error when it was kept apart (otherwise it is in ``output``)."""
 
 
 def discover_test_command(step_id: str, workspace: Path) -> str | None:
@@ -154,18 +165,20 @@ async def run_command(
     timeout_s: float,
     env: dict[str, str] | None = None,
     tail_chars: int = OUTPUT_TAIL_CHARS,
+    split_stderr: bool = False,
 ) -> CommandRun:
     """Run ``command`` through the shell in ``workspace``, in its own process group; kill the group
     after ``timeout_s`` (exit_code None, timed_out True), when cancelled, and once the command has
-    ended (its stray children go with it). Output goes to a temporary file, so a child that keeps
-    the output open cannot hold the run, and only the tail is read back."""
-    with tempfile.TemporaryFile() as sink:
+    ended (its stray children go with it). Output goes to temporary files, so a child that keeps
+    the output open cannot hold the run, and only the tails are read back. Raises OSError when
+    the command cannot start (e.g. a missing workspace)."""
+    with tempfile.TemporaryFile() as sink, tempfile.TemporaryFile() as errors:
         proc = await asyncio.create_subprocess_shell(
             command,
             cwd=str(workspace),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=sink,
-            stderr=asyncio.subprocess.STDOUT,
+            stderr=errors if split_stderr else asyncio.subprocess.STDOUT,
             start_new_session=True,
             env={**os.environ, **(env or {})},
         )
@@ -180,9 +193,10 @@ async def run_command(
         finally:
             _kill_group(proc.pid)
         output = _tail(sink, tail_chars)
+        stderr = _tail(errors, tail_chars) if split_stderr else ""
     if timed_out:
         output += f"\n[killed after {timeout_s:g} s]"
-    return CommandRun(None if timed_out else proc.returncode, timed_out, output)
+    return CommandRun(None if timed_out else proc.returncode, timed_out, output, stderr)
 
 
 async def run_tests(command: str, workspace: Path, *, timeout_s: float) -> TestRun:
@@ -195,15 +209,17 @@ async def run_tests(command: str, workspace: Path, *, timeout_s: float) -> TestR
     if parts is not None:
         prefix, prog, rest = parts
         if prog in {"pytest", "py.test", "python -m pytest", "python3 -m pytest"}:
-            prog = f"{shlex.quote(sys.executable)} -m pytest"
+            prog = f"{shlex.quote(sys.executable)} -P -c {shlex.quote(_REAL_PYTEST)}"
         to_run = f"{prefix}{prog}{rest} {options}"
     else:
         to_run = command
         env["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} {options}".strip()
     try:
         run = await run_command(to_run, workspace, timeout_s=timeout_s, env=env)
+        # pytest's "generated xml file: <our temporary path>" line is our plumbing, not test output.
+        output = "\n".join(line for line in run.output.split("\n") if str(junit) not in line)
         result = TestRun(
-            command=command, exit_code=run.exit_code, timed_out=run.timed_out, output=run.output
+            command=command, exit_code=run.exit_code, timed_out=run.timed_out, output=output
         )
         if junit.is_file():
             _read_junit(junit, result)

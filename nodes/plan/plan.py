@@ -18,7 +18,7 @@ async def plan(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
     ctx = plan_context(runtime)
     tools = sorted(tool_registry(ctx))
     if state.get("plan") is not None:  # a nested plan step hands its child a parsed plan
-        return {}
+        return {"model": ctx.model}
     if state.get("manifest") is not None:
         try:
             manifest = load_manifest(
@@ -34,6 +34,7 @@ async def plan(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
             "plan": manifest.model_dump(),
             "plan_origin": "user",
             "goal": state.get("goal") or manifest.goal,
+            "model": ctx.model,
         }
     previous = state.get("critique")
     feedback = critique_report(Critique.model_validate(previous)) if previous else None
@@ -43,4 +44,5 @@ async def plan(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
         "plan_origin": "model",
         "critique": draft.critique.model_dump() if draft.critique else None,
         "usage": draft.usage,
+        "model": ctx.model,
     }

@@ -194,6 +194,7 @@ async def test_depends_given_as_json_text_are_parsed(tmp_path: Path) -> None:
     [
         ("[FAIL]: no credentials for the API", False),
         ("  [FAIL] could not do it", False),
+        ("\n[fail]: lower case is still a failure", False),
         ("[SUCCESS]: posted the joke", True),
         ("", True),
         ("done, I think", True),
@@ -209,8 +210,10 @@ async def test_notes_contract(tmp_path: Path, notes: str, passed: bool) -> None:
 
 
 @pytest.mark.anyio
-async def test_notes_apply_only_to_llm_steps(tmp_path: Path) -> None:
-    assert await check(step(executor="shell"), ok("x", notes="[FAIL]: whatever"), tmp_path) == []
+async def test_notes_of_other_executors_count_when_they_report_some(tmp_path: Path) -> None:
+    assert await check(step(executor="shell"), ok("x"), tmp_path) == []
+    [result] = await check(step(executor="python"), ok("x", notes="[FAIL]: API down"), tmp_path)
+    assert (result.name, result.passed) == ("notes", False)
 
 
 @pytest.mark.anyio
@@ -325,6 +328,42 @@ async def test_a_run_collecting_no_tests_fails(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_a_run_whose_tests_were_all_skipped_fails(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "tests/test_calc.py",
+        "import pytest\n\npytestmark = pytest.mark.skip('later')\n" + PASSING,
+    )
+    [result] = await check(step(), ok(None), tmp_path)
+    assert not result.passed and "all 2 collected tests were skipped" in result.diagnosis
+
+
+@pytest.mark.anyio
+async def test_a_pytest_py_in_the_workspace_cannot_pose_as_pytest(tmp_path: Path) -> None:
+    write(tmp_path, "tests/test_calc.py", FAILING)
+    write(
+        tmp_path,
+        "pytest.py",
+        """
+        import sys
+        for arg in sys.argv[1:]:
+            if arg.startswith("--junitxml="):
+                open(arg.split("=", 1)[1], "w").write(
+                    '<testsuite><testcase classname="t" name="a"/></testsuite>'
+                )
+        print("1 passed")
+        """,
+    )
+    write(tmp_path, "calc.py", "VALUE = 1\n")
+    write(
+        tmp_path, "tests/test_import.py", "import calc\n\ndef test_it():\n    assert calc.VALUE\n"
+    )
+    [fooled] = await check(step(test_command="python -m pytest tests"), ok(None), tmp_path)
+    assert not fooled.passed and fooled.details["failed"] == 1
+    assert fooled.details["passed"] == 2  # and the workspace is importable, as with -m pytest
+
+
+@pytest.mark.anyio
 async def test_collecting_fewer_tests_than_the_previous_attempt_fails(tmp_path: Path) -> None:
     write(tmp_path, "tests/test_calc.py", PASSING)
     [result] = await check(step(), ok(None), tmp_path, previous_collected=3)
@@ -431,6 +470,60 @@ async def test_adding_a_conftest_fails(tmp_path: Path) -> None:
     write(tmp_path, "src/conftest.py", "collect_ignore_glob = ['*']\n")
     [result] = await check(the_step, ok(None), tmp_path, baseline=baseline)
     assert not result.passed and result.details["added"] == ["src/conftest.py"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("name", "before", "after", "section"),
+    [
+        (
+            "pyproject.toml",
+            '[project]\nname = "calc"\n',
+            '[project]\nname = "calc"\n[tool.pytest.ini_options]\naddopts = "-k \'not add\'"\n',
+            "[tool.pytest]",
+        ),
+        (
+            "setup.cfg",
+            "[tool:pytest]\ntestpaths = tests\n",
+            "[tool:pytest]\ntestpaths = other\n",
+            "[tool:pytest]",
+        ),
+        (
+            "tox.ini",
+            "[tox]\nenvlist = py311\n",
+            "[tox]\nenvlist = py311\n[pytest]\naddopts = --deselect tests\n",
+            "[pytest]",
+        ),
+    ],
+)
+async def test_pytest_configuration_is_guarded(
+    tmp_path: Path, name: str, before: str, after: str, section: str
+) -> None:
+    project(tmp_path)
+    write(tmp_path, name, before)
+    the_step = step(requires_testing=False)
+    baseline = baseline_of(the_step, tmp_path)
+    [unchanged] = await check(the_step, ok(None), tmp_path, baseline=baseline)
+    assert unchanged.passed
+    write(tmp_path, name, after)
+    [result] = await check(the_step, ok(None), tmp_path, baseline=baseline)
+    assert not result.passed and result.details["pytest_config"] == [f"{name} {section}"]
+
+
+@pytest.mark.anyio
+async def test_other_project_settings_may_change(tmp_path: Path) -> None:
+    write(
+        tmp_path, "pyproject.toml", '[project]\nname = "calc"\n[tool.pytest.ini_options]\nx = 1\n'
+    )
+    the_step = step(requires_testing=False)
+    baseline = baseline_of(the_step, tmp_path)
+    write(
+        tmp_path,
+        "pyproject.toml",
+        '[project]\nname = "calc"\ndependencies = ["attrs"]\n[tool.pytest.ini_options]\nx = 1\n',
+    )
+    [result] = await check(the_step, ok(None), tmp_path, baseline=baseline)
+    assert result.passed
 
 
 @pytest.mark.anyio

@@ -102,3 +102,28 @@ def test_a_critical_step_needs_the_llm_review_too(runner, scripted_model, projec
     assert step.usage["review"]["calls"] == 1
     # The step's output reached the reviewer as fenced data.
     assert "STEP_OUTPUT" in [r for r in scripted_model.requests if r.purpose == "review"][0].text
+
+
+def test_a_provider_outage_mid_attempt_resumes_at_that_attempt(runner, scripted_model, project):
+    from veriloop.llm.base import LLMUnavailable
+    from veriloop.llm.scripted import Fail
+
+    outage = {"on": True}
+
+    def answer(request):
+        if "Attempt: 2 of" not in request.text:
+            return write_and_mark(BUGGY)
+        return Fail(503, "provider down") if outage["on"] else write_and_mark(FIXED)
+
+    scripted_model.on("execution", answer)
+    plan = runner(llm_max_retries=0)
+    with pytest.raises(LLMUnavailable):
+        plan.run({**manifest(ADDER), "agents": AGENTS}, run_id="outage")
+    paused = plan.report("outage")
+    assert paused.status == "running" and "adder" not in paused.steps  # never "completed" by an error
+    outage["on"] = False
+    done = plan.resume("outage")
+    step = done.steps["adder"]
+    assert done.status == "completed" and [a.run_number for a in step.attempts] == [1, 2]
+    first_attempts = [r for r in scripted_model.requests if r.purpose == "execution" and "Attempt: 2 of" not in r.text]
+    assert len(first_attempts) == 1  # attempt 1 was not executed again

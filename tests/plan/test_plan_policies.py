@@ -196,3 +196,28 @@ def test_an_invalid_user_manifest_is_rejected_with_located_problems(runner):
     report = runner().run(manifest(py_step("a", depends_on=["ghost"])))
     assert report.status == "rejected" and "ghost" in report.halt_reason
     assert report.critique.has_critical
+
+
+@pytest.mark.parametrize(
+    ("given", "kind"),
+    [
+        ("Write a haiku: about cats", "goal"),
+        ("Count the files", "goal"),
+        ("steps:\n  - id: a\n    command: true\n", "manifest"),
+        ('{"tasks": [{"id": "a", "command": "true"}]}', "manifest"),
+        ("```json\n{\"steps\": []}\n```", "manifest"),
+    ],
+)
+def test_plan_input_tells_goals_from_manifests(given, kind):
+    from veriloop.plans import plan_input
+
+    assert kind in plan_input(given)
+
+
+def test_plan_input_reads_a_manifest_file_named_by_a_string(tmp_path):
+    from veriloop.plans import plan_input
+
+    path = tmp_path / "plan.yaml"
+    path.write_text("steps:\n  - id: a\n    command: 'true'\n")
+    assert plan_input(str(path)) == {"manifest": path.read_text()}
+    assert plan_input(str(tmp_path / "missing.yaml")) == {"goal": str(tmp_path / "missing.yaml")}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -249,3 +250,44 @@ def drive(
         assert response.status_code == 200, response.text
         answers.append(response.json())
     return task_id, answers
+
+
+# -- plan runs --------------------------------------------------------------------------------
+
+
+def python_step(name: str, markers: Path, *, sleep: float = 0, **fields: Any) -> dict[str, Any]:
+    """A manifest step running tests/server/plan_tools.py's ``mark`` (server: VERILOOP_TOOLS=plan_tools:TOOLS)."""
+    spec = {"name": name, "markers": str(markers), "sleep": sleep}
+    if "first_sleep" in fields:
+        spec["first_sleep"] = fields.pop("first_sleep")
+    return {"id": name, "function": "mark", "input": spec, **fields}
+
+
+def wait_for_run(client: httpx.Client, run_id: str, timeout: float = 60) -> dict[str, Any]:
+    """GET /api/plans/{run_id} until no server executes the run (stopped, paused or finished)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        response = client.get(f"/api/plans/{run_id}")
+        assert response.status_code == 200, response.text
+        report = response.json()
+        if not report["executing"]:
+            return report
+        assert time.monotonic() < deadline, f"plan run {run_id} still executing: {report}"
+        time.sleep(0.05)
+
+
+def plan_events(client: httpx.Client, run_id: str, timeout: float = 60) -> list[dict[str, Any]]:
+    """Every Server-Sent Event of GET /api/plans/{run_id}/events until the stream ends (its data)."""
+    events: list[dict[str, Any]] = []
+    with client.stream("GET", f"/api/plans/{run_id}/events", timeout=timeout) as response:
+        assert response.status_code == 200, response.read()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        name = None
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                name = line.removeprefix("event:").strip()
+            elif line.startswith("data:"):
+                data = json.loads(line.removeprefix("data:").strip())
+                assert data["event"] == name
+                events.append(data)
+    return events

@@ -1,0 +1,332 @@
+"""Plan runs over HTTP (a real server on loopback): start, report, live events, human reviews,
+409 while executing, tenants, validation, a provider outage that leaves the run resumable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from service_testkit import Server, plan_events, python_step, wait_for_run
+
+from veriloop.llm.scripted import Fail, ToolCalls
+from veriloop.schemas.plan_outputs import AgentDraft, CheckDraft, ManifestDraft, StepDraft
+from veriloop.server.settings import Settings
+
+
+@pytest.fixture
+def markers(tmp_path: Path) -> Path:
+    return tmp_path / "markers.txt"
+
+
+@pytest.fixture
+def plan_env(monkeypatch, tmp_path, scripted_model) -> None:
+    """Servers started after this load the test callables and work in a temporary workspace."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    monkeypatch.setenv("VERILOOP_TOOLS", "plan_tools:TOOLS")
+    monkeypatch.setenv("VERILOOP_WORKSPACE", str(workspace))
+    monkeypatch.setenv("VERILOOP_LLM_MAX_RETRIES", "0")
+    monkeypatch.setenv("VERILOOP_REPLAN_COOLDOWN_S", "0")
+
+
+@pytest.fixture
+def server(plan_env, thread_server, sqlite_settings) -> Server:
+    return thread_server(sqlite_settings)
+
+
+def ran(markers: Path) -> list[str]:
+    return markers.read_text().splitlines() if markers.exists() else []
+
+
+def test_a_run_goes_on_in_the_server_and_streams_its_events_live(server, markers):
+    client = server.client()
+    checked = python_step(
+        "b",
+        markers,
+        depends_on=["a"],
+        checks=[{"kind": "predicate", "expr": 'result["value"] == "b"'}],
+    )
+    response = client.post(
+        "/api/plans",
+        json={
+            "manifest": {
+                "goal": "two steps",
+                "steps": [python_step("a", markers, sleep=0.3), checked],
+            }
+        },
+    )
+    assert response.status_code == 202, response.text
+    started = response.json()
+    assert started["status"] == "running" and started["runId"]
+    run_id = started["runId"]
+
+    # Subscribed while the first step sleeps: the events arrive as they happen, then `end`.
+    events = plan_events(client, run_id)
+    kinds = [(e["event"], e.get("stepId")) for e in events]
+    assert kinds.index(("attempt_started", "a")) < kinds.index(("step_finished", "a"))
+    assert kinds.index(("step_finished", "a")) < kinds.index(("attempt_started", "b"))
+    assert ("check_result", "b") in kinds and ("attempt_finished", "b") in kinds
+    check = next(e for e in events if e["event"] == "check_result" and e["type"] == "predicate")
+    assert check["stepId"] == "b" and check["passed"] is True and check["runNumber"] == 1
+    assert all(e["runId"] == run_id for e in events)
+    assert events[-1] == {"event": "end", "runId": run_id, "status": "completed"}
+
+    report = wait_for_run(client, run_id)
+    assert (
+        report["status"] == "completed" and report["executing"] is False and "error" not in report
+    )
+    assert {k: s["status"] for k, s in report["steps"].items()} == {
+        "a": "completed",
+        "b": "completed",
+    }
+    assert report["steps"]["b"]["verificationStatus"] == "verified"
+    assert report["steps"]["b"]["output"] == {"value": "b", "depends": ["a"]}
+    assert report["steps"]["b"]["attempts"][0]["runNumber"] == 1
+    assert ran(markers) == ["a", "b"]
+
+    # A finished run's stream says what finished, from its checkpoint, and ends.
+    again = plan_events(client, run_id)
+    assert [(e["event"], e.get("stepId"), e.get("status")) for e in again] == [
+        ("step_finished", "a", "completed"),
+        ("step_finished", "b", "completed"),
+        ("end", None, "completed"),
+    ]
+
+
+def test_a_human_review_pauses_the_run_and_an_answer_resumes_it(server, markers):
+    client = server.client()
+    review = {
+        "id": "review",
+        "type": "human_review",
+        "input": "Ship the build?",
+        "depends_on": ["a"],
+    }
+    manifest = {
+        "steps": [
+            python_step("a", markers),
+            review,
+            python_step("after", markers, depends_on=["review"]),
+        ]
+    }
+    response = client.post(
+        "/api/plans", json={"manifest": manifest, "goal": "ship", "runId": "ship-1"}
+    )
+    assert response.status_code == 202 and response.json()["runId"] == "ship-1"
+
+    events = plan_events(client, "ship-1")
+    assert events[-1] == {
+        "event": "end",
+        "runId": "ship-1",
+        "status": "awaiting_review",
+        "pendingReviews": ["review"],
+    }
+    report = wait_for_run(client, "ship-1")
+    assert report["status"] == "awaiting_review" and report["goal"] == "ship"
+    [pending] = report["pendingReviews"]
+    assert pending["stepId"] == "review" and "Ship the build?" in pending["question"]
+    assert "after" not in report["steps"]
+
+    wrong = client.post(
+        "/api/plans/ship-1/reviews", json={"decisions": {"nope": {"approved": True}}}
+    )
+    assert wrong.status_code == 400
+    assert "no pending review for step nope" in wrong.json()["detail"]
+    assert "waiting for: review" in wrong.json()["detail"]
+    resume = client.post("/api/plans/ship-1/resume")
+    assert resume.status_code == 409 and "waiting for a review of review" in resume.json()["detail"]
+
+    answer = {"decisions": {"review": {"approved": True, "comment": "ship it"}}}
+    accepted = client.post("/api/plans/ship-1/reviews", json=answer)
+    assert accepted.status_code == 202, accepted.text
+    assert accepted.json() == {"runId": "ship-1", "status": "running"}
+    done = wait_for_run(client, "ship-1")
+    assert done["status"] == "completed"
+    assert done["steps"]["review"]["review"] == {"approved": True, "comment": "ship it"}
+    assert done["steps"]["after"]["status"] == "completed"
+    assert ran(markers) == ["a", "after"]
+
+    late = client.post("/api/plans/ship-1/reviews", json=answer)
+    assert late.status_code == 400 and "status completed" in late.json()["detail"]
+    taken = client.post("/api/plans", json={"manifest": manifest, "runId": "ship-1"})
+    assert taken.status_code == 409 and "exists already" in taken.json()["detail"]
+
+
+def test_a_rejected_review_fails_the_step_with_the_comment(server, markers):
+    client = server.client()
+    review = {"id": "review", "type": "human_review", "input": "Deploy?"}
+    manifest = {"steps": [review, python_step("deploy", markers, depends_on=["review"])]}
+    run_id = client.post("/api/plans", json={"manifest": manifest}).json()["runId"]
+    assert wait_for_run(client, run_id)["status"] == "awaiting_review"
+    decision = {"decisions": {"review": {"approved": False, "comment": "not on a Friday"}}}
+    assert client.post(f"/api/plans/{run_id}/reviews", json=decision).status_code == 202
+    done = wait_for_run(client, run_id)
+    assert done["status"] == "failed" and done["steps"]["deploy"]["status"] == "blocked"
+    assert "not on a Friday" in done["steps"]["review"]["diagnosis"]
+    assert ran(markers) == []
+
+
+def test_an_executing_run_answers_409_and_runs_once(server, markers):
+    client = server.client()
+    manifest = {"steps": [python_step("slow", markers, sleep=2.5)]}
+    run_id = client.post("/api/plans", json={"manifest": manifest}).json()["runId"]
+    report = client.get(f"/api/plans/{run_id}").json()
+    assert report["executing"] is True and report["status"] == "running"
+
+    resumed = client.post(f"/api/plans/{run_id}/resume")
+    assert resumed.status_code == 409 and "executing" in resumed.json()["detail"]
+    reviewed = client.post(
+        f"/api/plans/{run_id}/reviews", json={"decisions": {"slow": {"approved": True}}}
+    )
+    assert reviewed.status_code == 409 and "still executing" in reviewed.json()["detail"]
+
+    done = wait_for_run(client, run_id)
+    assert done["status"] == "completed" and ran(markers) == ["slow"]
+    finished = client.post(f"/api/plans/{run_id}/resume")
+    assert finished.status_code == 409 and "already completed" in finished.json()["detail"]
+
+
+def test_runs_belong_to_their_tenant(server, markers):
+    owner, other = server.client("key-a"), server.client("key-b")
+    manifest = {"steps": [python_step("a", markers)]}
+    run_id = owner.post("/api/plans", json={"manifest": manifest, "runId": "mine"}).json()["runId"]
+    wait_for_run(owner, run_id)
+
+    assert other.get("/api/plans/mine").status_code == 404
+    assert other.get("/api/plans/mine/events").status_code == 404
+    assert other.post("/api/plans/mine/resume").status_code == 404
+    review = {"decisions": {"a": {"approved": True}}}
+    assert other.post("/api/plans/mine/reviews", json=review).status_code == 404
+    assert other.get("/api/plans/unknown-run").status_code == 404
+    assert other.get("/api/plans/mine").json() == other.get("/api/plans/unknown-run").json() | {
+        "detail": "unknown plan run mine"
+    }
+    # The run id is taken, whoever asks (ids are one namespace with the checkpointer's threads).
+    assert other.post("/api/plans", json={"manifest": manifest, "runId": "mine"}).status_code == 409
+
+    for client in (server.client(None), server.client("not-a-key")):
+        assert client.get("/api/plans/mine").status_code == 401
+        assert client.post("/api/plans", json={"manifest": manifest}).status_code == 401
+    assert ran(markers) == ["a"]
+
+
+def test_invalid_requests_are_refused_with_a_message(server, markers):
+    client = server.client()
+
+    def refused(body: Any, status: int) -> str:
+        response = client.post("/api/plans", json=body)
+        assert response.status_code == status, response.text
+        payload = response.json()
+        return payload.get("message") or payload["detail"]
+
+    assert "give a manifest, a goal, or both" in refused({}, 422)
+    assert "concurrency" in refused({"goal": "x", "concurrency": 0}, 422)
+    assert "runId" in refused({"goal": "x", "runId": "no spaces please"}, 422)
+    assert "manifest" in refused({"manifest": 42}, 422)
+    assert "line 2, column 5" in refused({"manifest": "steps: [a, b\nnext: 1"}, 400)
+    assert "must be a YAML/JSON mapping" in refused({"manifest": "just some words"}, 400)
+    assert (
+        "decisions" in client.post("/api/plans/x/reviews", json={"decisions": {}}).json()["message"]
+    )
+
+    # A manifest that parses but cannot run: the run exists and is rejected, located; nothing ran.
+    cycle = yaml.safe_dump(
+        {
+            "steps": [
+                python_step("a", markers, depends_on=["b"]),
+                python_step("b", markers, depends_on="a"),
+            ]
+        }
+    )
+    response = client.post("/api/plans", json={"manifest": cycle})
+    assert response.status_code == 202
+    report = wait_for_run(client, response.json()["runId"])
+    assert report["status"] == "rejected" and "cycle" in report["haltReason"]
+    assert "a" in report["haltReason"] and report["steps"] == {}
+    unknown = {"steps": [python_step("a", markers, depends_on=["ghost"])]}
+    report = wait_for_run(
+        client, client.post("/api/plans", json={"manifest": unknown}).json()["runId"]
+    )
+    assert report["status"] == "rejected" and "ghost" in report["haltReason"]
+    assert "steps[0]" in report["haltReason"]
+    assert ran(markers) == []
+
+
+def test_bodies_over_the_limit_answer_413(plan_env, thread_server, tmp_path, markers):
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'small.sqlite'}",
+        api_keys={"key-a": "a"},
+        max_dom_bytes=20_000,
+    )
+    client = thread_server(settings).client()
+    big = python_step("a", markers) | {"notes": "x" * 30_000}
+    response = client.post("/api/plans", json={"manifest": {"steps": [big]}})
+    assert response.status_code == 413 and "limit is 20000 bytes" in response.json()["detail"]
+    text = client.post("/api/plans", json={"manifest": "steps: []\n# " + "x" * 30_000})
+    assert text.status_code == 413
+    huge = client.post(
+        "/api/plans",
+        content=json.dumps({"goal": "x" * 1_200_000}),
+        headers={"Content-Type": "application/json"},
+    )
+    assert huge.status_code == 413 and "request body is" in huge.json()["detail"]
+
+
+def test_a_provider_outage_leaves_the_run_resumable_never_completed(
+    server, scripted_model, markers
+):
+    client = server.client()
+    right = ToolCalls([("mark_step", {"notes": "[SUCCESS]: answered", "output": "right"})])
+    scripted_model.script("execution", Fail(503, "provider down"))
+    scripted_model.on("execution", lambda request: right)
+    manifest = {
+        "agents": {"writer": {"prompt": "You answer.", "tools": []}},
+        "steps": [
+            python_step("first", markers),
+            {"id": "answer", "agent": "writer", "input": "Say right.", "depends_on": ["first"],
+             "checks": [{"kind": "predicate", "expr": 'result == "right"'}]},
+        ],
+    }  # fmt: skip
+    run_id = client.post("/api/plans", json={"manifest": manifest}).json()["runId"]
+    stopped = wait_for_run(client, run_id)
+    assert stopped["status"] == "running" and stopped["executing"] is False
+    assert "model provider unavailable" in stopped["error"]
+    assert stopped["steps"]["first"]["status"] == "completed" and "answer" not in stopped["steps"]
+    events = plan_events(client, run_id)
+    assert events[-1]["status"] == "running" and "unavailable" in events[-1]["error"]
+
+    assert client.post(f"/api/plans/{run_id}/resume").status_code == 202
+    done = wait_for_run(client, run_id)
+    assert done["status"] == "completed" and "error" not in done
+    assert done["steps"]["answer"]["output"] == "right"
+    assert [a["runNumber"] for a in done["steps"]["answer"]["attempts"]] == [1]
+    assert ran(markers) == ["first"]  # the finished step did not run again
+    assert scripted_model.calls("execution") == 2
+
+
+def test_a_goal_alone_has_the_meta_planner_write_the_manifest(server, scripted_model):
+    client = server.client()
+    draft = ManifestDraft(
+        agents=[AgentDraft(name="writer", prompt="You answer.")],
+        steps=[
+            StepDraft(
+                id="answer",
+                agent="writer",
+                input="Say right.",
+                checks=[CheckDraft(kind="predicate", expr='result == "right"')],
+            )
+        ],
+    )
+    scripted_model.script("planning", draft)
+    scripted_model.script(
+        "execution", ToolCalls([("mark_step", {"notes": "[SUCCESS]: done", "output": "right"})])
+    )
+    response = client.post("/api/plans", json={"goal": "Answer right", "concurrency": 2})
+    assert response.status_code == 202
+    report = wait_for_run(client, response.json()["runId"])
+    assert report["status"] == "completed" and report["goal"] == "Answer right"
+    assert report["manifest"]["steps"][0]["origin"] == "model"
+    assert report["steps"]["answer"]["output"] == "right"
+    assert report["usage"]["planning"]["calls"] == 1
