@@ -70,9 +70,7 @@ class ExecutionResult(WireModel):
     notes: str = Field(default="", description="The executor's own notes ([SUCCESS]: / [FAIL]:).")
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     error: str | None = Field(default=None, description="Why the executor failed, when not ok.")
-    usage: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="Usage per purpose."
-    )
+    usage: dict[str, dict[str, Any]] = Field(default_factory=dict, description="Usage per purpose.")
 
 
 class CheckResult(WireModel):
@@ -160,7 +158,9 @@ class ReplanRecord(WireModel):
 
     round: int = Field(ge=1)
     blocked: list[str] = Field(description="The failed steps that asked for the replan.")
-    replaced: list[str] = Field(description="Steps redesigned: the blocked ones and their downstream.")
+    replaced: list[str] = Field(
+        description="Steps redesigned: the blocked ones and their downstream."
+    )
     diagnosis: dict[str, str] = Field(default_factory=dict)
     added: list[str] = Field(default_factory=list)
     removed: list[str] = Field(default_factory=list)

@@ -22,7 +22,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from veriloop.context import PlanContext
 from veriloop.graph.builder import build_graph
 from veriloop.llm.base import LLMUnavailable
-from veriloop.plans import PlanRunner
 from veriloop.schemas.api import (
     ErrorBody,
     InteractRequest,
@@ -86,9 +85,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # Plan runs: the plan graph on the same checkpointer, store and locks; tools and
             # workspace from the environment (VERILOOP_TOOLS=module:attr, VERILOOP_WORKSPACE).
             app.state.plans = PlanService(
-                PlanRunner(persistence.checkpointer, context=PlanContext()),
+                persistence.checkpointer,
                 persistence.store,
                 persistence.locks,
+                context=PlanContext(),
                 max_manifest_bytes=settings.max_dom_bytes,
             )
             try:

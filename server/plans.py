@@ -25,13 +25,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-import yaml
 from fastapi import APIRouter, Body, Depends, Path, Request
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
 from pydantic import BaseModel
 from pydantic.alias_generators import to_camel
 from sse_starlette import EventSourceResponse
 
+from veriloop.context import PlanContext
 from veriloop.llm.base import LLMUnavailable
 from veriloop.plans import NoPendingReviewError, PlanRunner, UnknownRunError
 from veriloop.schemas.api import (
@@ -77,13 +78,6 @@ class RunConflict(ServiceError):
 
 class BadReview(ServiceError):
     """A review answer for a step that is not waiting for one."""
-
-    status_code = 400
-
-
-class BadManifest(ServiceError):
-    """Manifest text that is not YAML/JSON at all (a manifest that parses but cannot run is a
-    rejected run instead)."""
 
     status_code = 400
 
@@ -157,18 +151,41 @@ class RunEvents:
 # -- the service ------------------------------------------------------------------------------
 
 
+class ServiceRunner(PlanRunner):
+    """:class:`PlanRunner` whose runs start from an explicit graph input.
+
+    ``PlanRunner.arun`` guesses from one string whether it is a manifest file, manifest text or a
+    goal (``plan_input``); over HTTP the body says which it is, and a goal that happens to name a
+    file on the server must never be read as one. So the service gives the graph
+    ``{"manifest": ..., "goal": ...}`` as sent, and the plan node parses (or rejects) the manifest.
+    """
+
+    async def astart(
+        self,
+        run_id: str,
+        request: Mapping[str, Any],
+        *,
+        concurrency: int,
+        on_event: Callable[[dict], Any],
+    ) -> PlanRunReport:
+        graph_input = {"run_id": run_id, "depth": 1, **request}
+        await self._stream(graph_input, run_id, concurrency, on_event)
+        return await self.areport(run_id)
+
+
 class PlanService:
     """Starts, reads, answers and resumes plan runs for any tenant (framework-free)."""
 
     def __init__(
         self,
-        runner: PlanRunner,
+        checkpointer: BaseCheckpointSaver,
         store: BaseStore,
         locks: LocalLocks,
         *,
+        context: PlanContext,
         max_manifest_bytes: int,
     ) -> None:
-        self.runner = runner
+        self.runner = ServiceRunner(checkpointer, context=context)
         self.store = store
         self.locks = locks
         self.max_manifest_bytes = max_manifest_bytes
@@ -336,14 +353,8 @@ class PlanService:
     async def _first_run(self, run_id: str, on_event: Callable[[dict], None]) -> PlanRunReport:
         item = await self.store.aget(NAMESPACE, run_id)
         entry = PlanEntry.model_validate(item.value)
-        request = entry.request
-        manifest = request.get("manifest")
-        return await self.runner.arun(
-            manifest if manifest is not None else request["goal"],
-            goal=request.get("goal") if manifest is not None else None,
-            run_id=run_id,
-            concurrency=entry.concurrency,
-            on_event=on_event,
+        return await self.runner.astart(
+            run_id, entry.request, concurrency=entry.concurrency, on_event=on_event
         )
 
     async def _answer(
@@ -480,7 +491,8 @@ class PlanService:
         return await self.runner.checkpointer.aget_tuple(config) is not None
 
     def _run_request(self, body: PlanRunRequest) -> dict[str, Any]:
-        """``{"manifest"?, "goal"?}`` for the runner; 422 / 400 / 413 for what cannot start."""
+        """``{"manifest"?, "goal"?}`` for the graph; 422 / 413 for what cannot start. Whether the
+        manifest parses and can run is the plan node's call: a run rejected with located problems."""
         goal = (body.goal or "").strip()
         manifest = body.manifest
         if manifest is None:
@@ -491,7 +503,6 @@ class PlanService:
             if not manifest.strip():
                 raise InvalidField("manifest", "the manifest text is empty")
             size = len(manifest.encode("utf-8"))
-            _check_manifest_text(manifest)
         else:
             size = len(json.dumps(manifest, default=str).encode("utf-8"))
         if size > self.max_manifest_bytes:
@@ -500,28 +511,6 @@ class PlanService:
                 "(VERILOOP_MAX_DOM_BYTES)"
             )
         return {"manifest": manifest, **({"goal": goal} if goal else {})}
-
-
-def _check_manifest_text(text: str) -> None:
-    """400 for manifest text that is not a YAML/JSON mapping or list (with the error's place).
-
-    What parses goes to the run, whose plan node checks it and rejects it, located, when it
-    cannot run (unknown dependency, cycle ...). A ``` fenced block is left to that parser.
-    """
-    stripped = text.strip()
-    if stripped.startswith("```"):
-        return
-    try:
-        parsed = yaml.safe_load(stripped)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise BadManifest(f"manifest text is not YAML or JSON: {where}{problem}") from exc
-    if not isinstance(parsed, dict | list):
-        raise BadManifest(
-            f"manifest text must be a YAML/JSON mapping (or a list of steps), got {type(parsed).__name__}"
-        )
 
 
 def _lock_key(run_id: str) -> str:
@@ -555,7 +544,6 @@ def plan_service(request: Request) -> PlanService:
     response_model_exclude_none=True,
     responses={
         **ERRORS,
-        400: {"model": ErrorBody, "description": "Manifest text that is not YAML/JSON."},
         409: {"model": ErrorBody, "description": "The runId is taken."},
         413: {"model": ErrorBody, "description": "The manifest (or body) is over the size limit."},
     },
@@ -564,7 +552,8 @@ async def start_plan_run(
     body: Annotated[PlanRunRequest, Body()], tenant: Tenant, request: Request
 ) -> PlanRunStarted:
     """Start a plan run from a manifest (object or YAML/JSON text) and/or a goal; it goes on in
-    the server. A manifest that parses but cannot run makes a run that is `rejected` at once."""
+    the server. A manifest that does not parse or cannot run makes a run that is `rejected` at
+    once, with the located problems in `haltReason`."""
     return await plan_service(request).start(tenant, body)
 
 

@@ -129,7 +129,9 @@ class PlanContext(Context):
     )
     step_timeout_s: float = field(
         default=300.0,
-        metadata={"description": "Time limit of one execution (shell command, python call, llm turns)."},
+        metadata={
+            "description": "Time limit of one execution (shell command, python call, llm turns)."
+        },
     )
     check_timeout_s: float = field(
         default=300.0, metadata={"description": "Time limit of one command check or test run."}

@@ -184,7 +184,9 @@ def run_plan(
 ) -> PlanRunReport:
     """Sync :func:`arun_plan`."""
     return _sync(
-        arun_plan(manifest_or_goal, tools=tools, context=context, checkpointer=checkpointer, **kwargs)
+        arun_plan(
+            manifest_or_goal, tools=tools, context=context, checkpointer=checkpointer, **kwargs
+        )
     )
 
 

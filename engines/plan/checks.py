@@ -64,6 +64,7 @@ from veriloop.engines.plan.testrun import (
     MAKEFILES,
     discover_test_command,
     format_failures,
+    is_pytest_command,
     run_command,
     run_tests,
     uses_make,
@@ -113,6 +114,7 @@ def take_baseline(
     return {
         "version": BASELINE_VERSION,
         "files": files,
+        "check_files": _check_files(step, workspace, command),
         "truncated": truncated,
         "pytest_config": _pytest_config(workspace),
         "definitions": _definitions(step),
@@ -415,6 +417,10 @@ async def _tests_check(
             problems.append(
                 f"collected {run.collected} tests, the previous attempt collected {previous_collected}"
             )
+    elif is_pytest_command(command) and not run.timed_out:
+        # pytest always writes its report; none means the run died first (code under test that
+        # calls os._exit(0) during collection), whatever the exit status says.
+        problems.append(f"`{command}` wrote no test report: pytest did not finish")
     if not problems and run.exit_code != 0:
         problems.append(f"`{command}` exited with status {run.exit_code}")
     failures = format_failures(run)
@@ -453,13 +459,8 @@ async def _integrity_check(
     step: ManifestStep, workspace: Path, baseline: Mapping[str, Any]
 ) -> CheckResult:
     before_files: dict[str, str] = dict(baseline.get("files") or {})
-    changed, deleted = [], []
-    for rel, digest in sorted(before_files.items()):
-        path = workspace / rel
-        if not path.is_file():
-            deleted.append(rel)
-        elif _sha256_file(path) != digest:
-            changed.append(rel)
+    deleted = [rel for rel in sorted(before_files) if not (workspace / rel).is_file()]
+    changed = [rel for rel in _changed_files(workspace, before_files) if rel not in deleted]
     added_guards = sorted(
         path.relative_to(workspace).as_posix()
         for path in workspace_files(workspace)
@@ -472,6 +473,7 @@ async def _integrity_check(
         for rel in before_config.keys() | now_config.keys()
         if before_config.get(rel) != now_config.get(rel)
     )
+    check_files = _changed_files(workspace, baseline.get("check_files") or {})
     before_defs: dict[str, str] = dict(baseline.get("definitions") or {})
     now_defs = _definitions(step)
     definitions = sorted(
@@ -485,6 +487,7 @@ async def _integrity_check(
         "added": added_guards,
         "pytest_config": config,
         "definitions": definitions,
+        "check_files": check_files,
         "writes_tests": step.writes_tests,
     }
     problems = []
@@ -499,6 +502,8 @@ async def _integrity_check(
             problems.append("pytest configuration changed: " + ", ".join(config))
     if definitions:
         problems.append("check definitions changed: " + ", ".join(definitions))
+    if check_files:
+        problems.append("check scripts changed or deleted: " + ", ".join(check_files))
     if not problems:
         return CheckResult(name="integrity", type="integrity", passed=True, details=details)
     return CheckResult(
@@ -579,12 +584,32 @@ def _fingerprint_files(
                 truncated = True
                 break
             wanted.add(path)
-    if uses_make(command):
-        wanted.update(workspace / name for name in MAKEFILES if (workspace / name).is_file())
-    for text in [command, *(c.command for c in step.checks if c.kind == "command")]:
-        wanted.update(_files_named(text, workspace))
+    wanted.update(_files_named(command, workspace))
     files = {p.relative_to(workspace).as_posix(): _sha256_file(p) for p in sorted(wanted)}
     return files, truncated
+
+
+def _check_files(step: ManifestStep, workspace: Path, command: str | None) -> dict[str, str]:
+    """Files that define checks rather than tests: scripts named by command checks, and the
+    Makefile behind a make test target. Not even a ``writes_tests`` step may change them."""
+    if not workspace.is_dir():
+        return {}
+    wanted: set[Path] = set()
+    if uses_make(command):
+        wanted.update(workspace / name for name in MAKEFILES if (workspace / name).is_file())
+    for check in step.checks:
+        if check.kind == "command":
+            wanted.update(_files_named(check.command, workspace))
+    return {p.relative_to(workspace).as_posix(): _sha256_file(p) for p in sorted(wanted)}
+
+
+def _changed_files(workspace: Path, before: Mapping[str, str]) -> list[str]:
+    """Fingerprinted files that are gone or whose content changed."""
+    return [
+        rel
+        for rel, digest in sorted(before.items())
+        if not (workspace / rel).is_file() or _sha256_file(workspace / rel) != digest
+    ]
 
 
 def _pytest_config(workspace: Path) -> dict[str, str]:

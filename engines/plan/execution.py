@@ -7,7 +7,6 @@ anything else needs a person's approval first (the step pauses for review).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -55,13 +54,14 @@ async def execute_step(
     if step.executor == "python":
         fn = tools.get(step.function or "")
         if fn is None:
-            return ExecutionResult(ok=False, error=f"no callable named {step.function!r} is registered")
+            return ExecutionResult(
+                ok=False, error=f"no callable named {step.function!r} is registered"
+            )
         return await run_python_step(
             _callable(fn), input=step.input, depends=dict(depends), timeout_s=timeout_s
         )
     if step.executor == "llm" and llm is not None:
-        # timeout_s bounds each tool call inside the loop; wait_for bounds the whole execution.
-        loop = run_llm_step(
+        return await run_llm_step(
             llm,
             step_id=step.id,
             agent=agent or DEFAULT_AGENT,
@@ -70,10 +70,6 @@ async def execute_step(
             max_turns=max_turns,
             timeout_s=timeout_s,
         )
-        try:
-            return await asyncio.wait_for(loop, timeout_s)
-        except TimeoutError:
-            return ExecutionResult(ok=False, error=f"the llm step took longer than {timeout_s:g} s")
     return ExecutionResult(ok=False, error=f"step {step.id!r}: no executor for {step.executor!r}")
 
 

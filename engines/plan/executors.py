@@ -63,11 +63,12 @@ async def run_llm_step(
     The model is offered the agent's named tools (looked up in ``tools``) and ``mark_step``. Each
     turn, every requested tool call runs (in parallel); its result or error goes back as a tool
     message. ``mark_step``'s notes and output are the result; calls in the same message as
-    ``mark_step`` still run first. ``timeout_s`` bounds each tool call: one that takes longer is
-    recorded ``pending`` (it never got a result), as are the calls of the last allowed turn
+    ``mark_step`` still run first. ``timeout_s`` bounds the whole loop: a tool call still running
+    at the deadline is recorded ``pending`` (it never got a result), as are the calls of the last allowed turn
     (``max_turns``) when that turn does not call ``mark_step``. A text answer without tool calls
-    gets one reminder; a second one ends the step with empty notes and the text as output (the
-    notes contract passes empty notes: the step's checks must judge it).
+    gets one reminder; a second one ends the step with the text as output. Whenever the loop ends
+    without ``mark_step``, a ``pending`` mark_step record says so: the step's own completion call
+    never happened, so the pending-tool-calls check fails it (seed 000: prose is not a verdict).
 
     Raises LLMUnavailable; an LLMOutputError becomes ``ExecutionResult(ok=False)``.
     """
@@ -78,6 +79,14 @@ async def run_llm_step(
         return ExecutionResult(
             tool_calls=records, usage={"execution": usage.model_dump()}, **fields
         )
+
+    def unmarked(output: Any, why: str) -> ExecutionResult:
+        records.append(
+            ToolCallRecord(
+                id=MARK_STEP, name=MARK_STEP, status="pending", result=f"never called: {why}"
+            )
+        )
+        return result(ok=True, notes="", output=output)
 
     unknown = [name for name in agent.tools if name not in tools or name == MARK_STEP]
     if unknown:
@@ -99,17 +108,27 @@ async def run_llm_step(
     ]
     reminded = False
     last_text: str | None = None
+    clock = asyncio.get_running_loop()
+    deadline = clock.time() + timeout_s
     for turn_number in range(1, max(1, max_turns) + 1):
         try:
-            turn = await llm.atool_turn("execution", messages, schemas)
+            turn = await asyncio.wait_for(
+                llm.atool_turn("execution", messages, schemas), max(0.0, deadline - clock.time())
+            )
+        except TimeoutError:
+            return unmarked(last_text, f"the step's {timeout_s:g} s ran out")
         except LLMOutputError as exc:
             return result(ok=False, error=f"step {step_id}: unusable model answer: {exc}")
         usage = usage + turn.usage
         last_text = turn.content
+        if turn.finish_reason == "length":
+            return result(
+                ok=False, error=f"step {step_id}: the model's answer was cut off (token limit)"
+            )
 
         if not turn.tool_calls:
             if reminded or turn_number >= max_turns:
-                return result(ok=True, notes="", output=turn.content)
+                return unmarked(turn.content, "the model answered in text")
             reminded = True
             messages.append({"role": "assistant", "content": turn.content or ""})
             messages.append({"role": "user", "content": MARK_STEP_REMINDER})
@@ -130,9 +149,10 @@ async def run_llm_step(
                 )
                 for call in others
             )
-            return result(ok=True, notes="", output=last_text)
+            return unmarked(last_text, f"the step's {max_turns} model turns were used up")
 
-        outcomes = await asyncio.gather(*(_run_tool(call, offered, timeout_s) for call in others))
+        budget = max(0.0, deadline - clock.time())  # a tool call past the deadline stays pending
+        outcomes = await asyncio.gather(*(_run_tool(call, offered, budget) for call in others))
         for call, (record, content) in zip(others, outcomes, strict=True):
             records.append(record)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
@@ -155,9 +175,9 @@ async def run_llm_step(
             notes, output = finished
             return result(ok=True, notes=notes, output=output)
         if turn_number >= max_turns:  # an invalid mark_step on the last turn
-            return result(ok=True, notes="", output=last_text)
+            return unmarked(last_text, "its only call on the last turn was invalid")
 
-    return result(ok=True, notes="", output=last_text)  # not reached: the last turn returns
+    return unmarked(last_text, "no turns")  # not reached: the last turn returns
 
 
 async def _run_tool(
@@ -188,7 +208,9 @@ async def _run_tool(
     try:
         value = await asyncio.wait_for(_invoke(tool, arguments), timeout_s)
     except TimeoutError:
-        return outcome("pending", f"{call.name} timed out after {timeout_s:g}s; no result")
+        return outcome(
+            "pending", f"{call.name} was still running at the step's deadline; no result"
+        )
     except Exception as exc:  # a tool's failure is the model's information, not ours
         return outcome("error", f"{type(exc).__name__}: {exc}")
     return outcome("ok", _as_text(value))
@@ -291,7 +313,11 @@ async def run_shell_step(command: str, *, workspace: Path, timeout_s: float) -> 
     """
     try:
         run = await run_command(
-            command, workspace, timeout_s=timeout_s, tail_chars=SHELL_OUTPUT_CHARS, split_stderr=True
+            command,
+            workspace,
+            timeout_s=timeout_s,
+            tail_chars=SHELL_OUTPUT_CHARS,
+            split_stderr=True,
         )
     except OSError as exc:
         return ExecutionResult(
@@ -308,7 +334,9 @@ async def run_shell_step(command: str, *, workspace: Path, timeout_s: float) -> 
             error=f"timed out after {timeout_s:g}s; the command's process group was killed",
         )
     if run.exit_code != 0:
-        return ExecutionResult(ok=False, output=output, error=f"exit code {run.exit_code}: {command}")
+        return ExecutionResult(
+            ok=False, output=output, error=f"exit code {run.exit_code}: {command}"
+        )
     return ExecutionResult(ok=True, output=output)
 
 

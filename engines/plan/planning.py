@@ -115,7 +115,9 @@ async def repair_plan(
     manifest and the error: the caller falls back to the steps' failure policy.
     LLMUnavailable propagates (a provider outage is not a verdict on the plan).
     """
-    replaced = [s.id for s in manifest.steps if s.id in set(blocked) | downstream_of(manifest, blocked)]
+    replaced = [
+        s.id for s in manifest.steps if s.id in set(blocked) | downstream_of(manifest, blocked)
+    ]
     kept = [s.id for s in manifest.steps if s.id not in replaced]
     diagnosis = {step_id: (results.get(step_id) or {}).get("diagnosis", "") for step_id in blocked}
     messages = replanner_messages(
@@ -140,7 +142,9 @@ async def repair_plan(
     try:
         repaired = apply_repair(manifest, answer.value, replaced=replaced, kept=kept)
     except ManifestError as exc:
-        return Repair(None, record.model_copy(update={"summary": answer.value.summary}), usage, str(exc))
+        return Repair(
+            None, record.model_copy(update={"summary": answer.value.summary}), usage, str(exc)
+        )
     before, after = {s.id for s in manifest.steps}, {s.id for s in repaired.steps}
     record = record.model_copy(
         update={

@@ -111,6 +111,4 @@ def replan_allowed(
 
 def run_completed(manifest: Manifest, results: Mapping[str, Mapping[str, Any]]) -> bool:
     """Every step of the manifest completed (skipped, failed or blocked steps mean it did not)."""
-    return all(
-        (results.get(step.id) or {}).get("status") == "completed" for step in manifest.steps
-    )
+    return all((results.get(step.id) or {}).get("status") == "completed" for step in manifest.steps)

@@ -29,11 +29,19 @@ def batch_end(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
         move = disposition(manifest.step(step_id), result["status"], replan_allowed=allowed)
         if move == "skip":
             skipped[step_id] = {**result, "status": "skipped"}
-            emit(state, "step_finished", step_id=step_id, status="skipped", diagnosis=result.get("diagnosis", ""))
+            emit(
+                state,
+                "step_finished",
+                step_id=step_id,
+                status="skipped",
+                diagnosis=result.get("diagnosis", ""),
+            )
         elif move == "replan":
             replan.append(step_id)
         elif move == "halt":
-            halts.append(f"critical step {step_id!r} {result['status']}: {result.get('diagnosis', '')}")
+            halts.append(
+                f"critical step {step_id!r} {result['status']}: {result.get('diagnosis', '')}"
+            )
     return {
         "step_results": skipped,
         "replan_required": bool(replan) and not halts,

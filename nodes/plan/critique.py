@@ -28,7 +28,11 @@ async def critique(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
             )
             report = with_llm_review(report, answer.value.review)
             usage = answer.usage_update("critic")
-    update = {"critique": report.model_dump(), "plan_approved": not report.has_critical, "usage": usage}
+    update = {
+        "critique": report.model_dump(),
+        "plan_approved": not report.has_critical,
+        "usage": usage,
+    }
     if not report.has_critical:
         return update
     revisions = state.get("plan_revisions", 0)

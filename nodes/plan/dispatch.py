@@ -21,7 +21,9 @@ def dispatch(state: PlanState) -> dict:
         for step_id, why in batch.blocked.items()
     }
     for step_id, result in blocked.items():
-        emit(state, "step_finished", step_id=step_id, status="blocked", diagnosis=result["diagnosis"])
+        emit(
+            state, "step_finished", step_id=step_id, status="blocked", diagnosis=result["diagnosis"]
+        )
     return {"ready": batch.ready, "step_results": blocked}
 
 

@@ -25,7 +25,12 @@ async def replan(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
     await asyncio.sleep(ctx.replan_cooldown_s)
     round_number = state.get("replan_count", 0) + 1
     repair = await repair_plan(
-        get_llm(ctx), manifest, blocked=blocked, results=results, tools=tools, round_number=round_number
+        get_llm(ctx),
+        manifest,
+        blocked=blocked,
+        results=results,
+        tools=tools,
+        round_number=round_number,
     )
     error = repair.error
     if repair.manifest is not None:
@@ -36,15 +41,24 @@ async def replan(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
     for step_id in blocked:
         attempts[step_id] = attempts.get(step_id, 0) + 1
     record = repair.record
-    emit(state, "replan", round=round_number, blocked=blocked, replaced=record.replaced,
-         added=record.added, error=error)
+    emit(
+        state,
+        "replan",
+        round=round_number,
+        blocked=blocked,
+        replaced=record.replaced,
+        added=record.added,
+        error=error,
+    )
     update = {
         "replan_count": round_number,
         "replan_attempts": attempts,
         "replan_required": False,
         "replan_steps": [],
         "usage": repair.usage,
-        "replan_history": [record.model_copy(update={"summary": error or record.summary}).model_dump()],
+        "replan_history": [
+            record.model_copy(update={"summary": error or record.summary}).model_dump()
+        ],
     }
     if error is not None:
         return {**update, **_fallback(manifest, blocked, results)}

@@ -24,7 +24,10 @@ def human_review(state: StepState) -> dict:
     # A malformed answer raises here: the run stays paused at this review and can be answered again.
     decision = ReviewDecision.model_validate(answer)
     check = CheckResult(
-        name="human_review", type="human_review", passed=decision.approved, diagnosis=decision.comment
+        name="human_review",
+        type="human_review",
+        passed=decision.approved,
+        diagnosis=decision.comment,
     )
     result = StepResult(
         step_id=step.id,

@@ -143,7 +143,14 @@ async def check(state: StepState, runtime: Runtime[PlanContext]) -> dict:
     report = report.model_copy(update={"usage": add_usage(report.usage, review_usage)})
     attempts = [*history, report]
     move = next_move(attempts, max_retries=step.max_retries, self_correcting=step.self_correcting)
-    emit(state, "attempt_finished", step_id=step.id, run_number=run_number, passed=report.passed, move=move)
+    emit(
+        state,
+        "attempt_finished",
+        step_id=step.id,
+        run_number=run_number,
+        passed=report.passed,
+        move=move,
+    )
     return {"attempts": [a.model_dump() for a in attempts], "move": move, "usage": review_usage}
 
 

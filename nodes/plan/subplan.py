@@ -25,8 +25,17 @@ def make_subplan(plan_graph: Callable[[], Any]) -> Callable:
         child_id = f"{state['run_id']}/{step.id}"
         emit(state, "attempt_started", step_id=step.id, run_number=1)
         if depth > ctx.max_depth or step.plan is None:
-            why = f"nesting depth {depth} exceeds the limit {ctx.max_depth}" if step.plan else "no nested plan"
-            return _result(step.id, None, CheckResult(name="sub_plan", type="sub_plan", passed=False, diagnosis=why), {})
+            why = (
+                f"nesting depth {depth} exceeds the limit {ctx.max_depth}"
+                if step.plan
+                else "no nested plan"
+            )
+            return _result(
+                step.id,
+                None,
+                CheckResult(name="sub_plan", type="sub_plan", passed=False, diagnosis=why),
+                {},
+            )
         # Invoked inside this node, the child is a subgraph: it shares the run's checkpointer.
         child = await plan_graph().ainvoke(
             {
@@ -45,9 +54,16 @@ def make_subplan(plan_graph: Callable[[], Any]) -> Callable:
         results = child.get("step_results") or {}
         unfinished = sorted(s for s, r in results.items() if r.get("status") != "completed")
         passed = child.get("status") == "completed"
-        diagnosis = "" if passed else f"child steps not completed: {', '.join(unfinished) or child.get('halt_reason', '')}"
+        diagnosis = (
+            ""
+            if passed
+            else f"child steps not completed: {', '.join(unfinished) or child.get('halt_reason', '')}"
+        )
         check = CheckResult(
-            name="sub_plan", type="sub_plan", passed=passed, diagnosis=diagnosis,
+            name="sub_plan",
+            type="sub_plan",
+            passed=passed,
+            diagnosis=diagnosis,
             details={"child_status": child.get("status"), "steps": len(results)},
         )
         return _result(step.id, child, check, child.get("usage") or {})
@@ -62,7 +78,11 @@ def _result(step_id: str, child: dict | None, check: CheckResult, usage: dict) -
         status="completed" if passed else "failed",
         verification_status="verified" if passed else "partial_pass",
         diagnosis=check.diagnosis,
-        attempts=[AttemptReport(run_number=1, execution_ok=True, checks=[check], passed=passed, usage=usage)],
+        attempts=[
+            AttemptReport(
+                run_number=1, execution_ok=True, checks=[check], passed=passed, usage=usage
+            )
+        ],
         usage=usage,
         sub_run=state_to_report(child).model_dump() if child else None,
     )

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,37 +21,20 @@ REPO = Path(__file__).resolve().parents[2]
 LANGGRAPH = Path(sys.executable).parent / "langgraph"
 STARTUP_S = 120
 
-TOOLS_DIR = REPO / "tests" / "server"  # plan_tools.py: the test callables
-
-
-def manifest(markers: Path) -> dict[str, Any]:
-    """build -> review (a person) -> ship, as python steps of plan_tools.py's ``mark_sync``."""
-
-    def step(name: str, **fields: Any) -> dict[str, Any]:
-        spec = {"name": name, "markers": str(markers)}
-        # requires_testing false: test discovery walks the workspace on the event loop, which
-        # langgraph dev refuses (BlockingError; see the report on engines/plan/checks.py).
-        return {
-            "id": name,
-            "function": "mark_sync",
-            "input": spec,
-            "requires_testing": False,
-            **fields,
-        }
-
-    return {
-        "goal": "build, review, ship",
-        "steps": [
-            step("build"),
-            {
-                "id": "review",
-                "type": "human_review",
-                "input": "Ship the build?",
-                "depends_on": ["build"],
-            },
-            step("ship", depends_on=["review"]),
-        ],
-    }
+# Studio passes no Python tools; shell steps come from the user's manifest, so they run.
+MANIFEST = {
+    "goal": "build, review, ship",
+    "steps": [
+        {"id": "build", "command": "echo built >> build.txt"},
+        {
+            "id": "review",
+            "type": "human_review",
+            "input": "Ship the build?",
+            "depends_on": ["build"],
+        },
+        {"id": "ship", "command": "cp build.txt shipped.txt", "depends_on": ["review"]},
+    ],
+}
 
 
 def _free_port() -> int:
@@ -68,41 +51,43 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def dev_server(scripted_model, workspace, tmp_path) -> Iterator[str]:
-    """`langgraph dev` on a free port; the model endpoint is the scripted server (no network)."""
-    port = _free_port()
-    env = {
-        **os.environ,  # OPENAI_BASE_URL / OPENAI_API_KEY point at the scripted server (fixture)
-        "LANGSMITH_TRACING": "false",
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "VERILOOP_WORKSPACE": str(workspace),
-        # Studio passes no Python objects: the dev server imports the tools by path.
-        "VERILOOP_TOOLS": "plan_tools:TOOLS",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(TOOLS_DIR), os.environ.get("PYTHONPATH")])),
-    }
-    log_path = tmp_path / "langgraph-dev.log"
-    log = log_path.open("w")
-    process = subprocess.Popen(
-        [str(LANGGRAPH), "dev", "--config", str(REPO / "langgraph.json"), "--host", "127.0.0.1",
-         "--port", str(port), "--no-browser", "--no-reload"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
+def dev_server(scripted_model, workspace, tmp_path) -> Iterator[Callable[..., str]]:
+    """``start(*extra_args)``: `langgraph dev` on a free port, steps working in ``workspace``, the
+    model endpoint the scripted server (no network); stopped afterwards."""
+    started: list[tuple[subprocess.Popen, Any]] = []
+
+    def start(*extra: str) -> str:
+        port = _free_port()
+        env = {
+            **os.environ,  # OPENAI_BASE_URL / OPENAI_API_KEY point at the scripted server (fixture)
+            "LANGSMITH_TRACING": "false",
+            "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+            "VERILOOP_WORKSPACE": str(workspace),
+        }
+        log_path = tmp_path / f"langgraph-dev-{port}.log"
+        log = log_path.open("w")
+        process = subprocess.Popen(
+            [str(LANGGRAPH), "dev", "--config", str(REPO / "langgraph.json"), "--host", "127.0.0.1",
+             "--port", str(port), "--no-browser", "--no-reload", *extra],
+            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        started.append((process, log))
+        url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + STARTUP_S
         while True:
             if process.poll() is not None:
                 pytest.fail(f"langgraph dev exited with {process.returncode}:\n{_tail(log_path)}")
             try:
                 if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
-                    break
+                    return url
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
                 pytest.fail(f"langgraph dev not ready after {STARTUP_S}s:\n{_tail(log_path)}")
             time.sleep(0.5)
-        yield url
-    finally:
+
+    yield start
+    for process, log in started:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)
             try:
@@ -122,13 +107,15 @@ def _interrupts(state: dict[str, Any]) -> list[dict[str, Any]]:
     found = list(state.get("interrupts") or [])
     for task in state.get("tasks") or []:
         found.extend(task.get("interrupts") or [])
-    return found
+    return list({i["id"]: i for i in found}.values())
 
 
 def test_the_plan_graph_pauses_for_review_and_resumes_through_the_sdk(
     dev_server, scripted_model, workspace
 ):
-    client = get_sync_client(url=dev_server)
+    # --allow-blocking: the step checks walk the workspace on the event loop, which langgraph
+    # dev's blocking-call detector refuses (see the xfail test below).
+    client = get_sync_client(url=dev_server("--allow-blocking"))
     assert client.assistants.search(graph_id="veriloop"), "graph 'veriloop' is not served"
     plans = client.assistants.search(graph_id="plan")
     assert plans, "langgraph.json's graph 'plan' is not served"
@@ -139,20 +126,20 @@ def test_the_plan_graph_pauses_for_review_and_resumes_through_the_sdk(
     )
 
     thread_id = client.threads.create()["thread_id"]
-    markers = workspace / "markers.txt"
-    client.runs.wait(thread_id, "plan", input={"run_id": thread_id, "manifest": manifest(markers)})
+    client.runs.wait(thread_id, "plan", input={"run_id": thread_id, "manifest": MANIFEST})
     assert client.threads.get(thread_id)["status"] == "interrupted"
     paused = client.threads.get_state(thread_id)
-    [interrupt] = {i["id"]: i for i in _interrupts(paused)}.values()
+    [interrupt] = _interrupts(paused)
     assert interrupt["value"]["step_id"] == "review"
     assert "Ship the build?" in interrupt["value"]["question"]
-    assert paused["values"]["step_results"]["build"]["status"] == "completed", paused["values"]["step_results"]["build"]
+    build = paused["values"]["step_results"]["build"]
+    assert build["status"] == "completed", build["attempts"]
     assert "ship" not in paused["values"]["step_results"]
-    assert markers.read_text().splitlines() == ["build"]
+    assert not (workspace / "shipped.txt").exists()
 
     client.runs.wait(thread_id, "plan", command={"resume": {"approved": True, "comment": "ok"}})
-    final = client.threads.get_state(thread_id)
     assert client.threads.get(thread_id)["status"] == "idle"
+    final = client.threads.get_state(thread_id)
     assert final["values"]["status"] == "completed" and not _interrupts(final)
     results = final["values"]["step_results"]
     assert {step_id: r["status"] for step_id, r in results.items()} == {
@@ -161,6 +148,20 @@ def test_the_plan_graph_pauses_for_review_and_resumes_through_the_sdk(
         "ship": "completed",
     }
     assert results["review"]["review"] == {"approved": True, "comment": "ok"}
-    assert results["ship"]["output"] == {"value": "ship", "depends": ["review"]}
-    assert markers.read_text().splitlines() == ["build", "ship"]  # build did not run again
-    assert scripted_model.calls() == 0  # a user's manifest with no llm steps needs no model
+    # build ran once (not again on resume), ship after the answer.
+    assert (workspace / "shipped.txt").read_text() == "built\n"
+    assert scripted_model.calls() == 0  # a user's manifest without llm steps needs no model
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core bug: the async `check` node walks the workspace and opens temporary files on "
+    "the event loop (engines/plan/checks.py integrity and test discovery, engines/plan/testrun.py "
+    "run_command); langgraph dev's default blocking-call detector fails every task step",
+)
+def test_a_task_step_completes_under_langgraph_devs_blocking_detector(dev_server, workspace):
+    client = get_sync_client(url=dev_server())
+    thread_id = client.threads.create()["thread_id"]
+    manifest = {"steps": [{"id": "build", "command": "echo built", "requires_testing": False}]}
+    state = client.runs.wait(thread_id, "plan", input={"run_id": thread_id, "manifest": manifest})
+    assert state["status"] == "completed", state["step_results"]["build"]["attempts"]

@@ -559,11 +559,18 @@ async def test_makefile_and_named_files_are_fingerprinted(tmp_path: Path) -> Non
     write(tmp_path, "checks/verify.sh", "exit 0\n")
     the_step = step(checks=[{"kind": "command", "command": "sh checks/verify.sh"}])
     baseline = baseline_of(the_step, tmp_path)
-    assert {"Makefile", "checks/verify.sh"} <= set(baseline["files"])
+    assert {"Makefile", "checks/verify.sh"} <= set(baseline["check_files"])
     write(tmp_path, "Makefile", "test-calc:\n\ttrue # harmless?\n")
     write(tmp_path, "checks/verify.sh", "exit 0 # always\n")
     results = by_name(await check(the_step, ok(None), tmp_path, baseline=baseline))
-    assert results["integrity"].details["changed"] == ["Makefile", "checks/verify.sh"]
+    assert results["integrity"].details["check_files"] == ["Makefile", "checks/verify.sh"]
+    # Check scripts define checks, not tests: not even a writes_tests step may change them.
+    writer = step(writes_tests=True, checks=[{"kind": "command", "command": "sh checks/verify.sh"}])
+    write(tmp_path, "checks/verify.sh", "exit 0\n")
+    baseline = baseline_of(writer, tmp_path)
+    write(tmp_path, "checks/verify.sh", "exit 0 # always\n")
+    results = by_name(await check(writer, ok(None), tmp_path, baseline=baseline))
+    assert not results["integrity"].passed and "check scripts" in results["integrity"].diagnosis
 
 
 # --- review ---------------------------------------------------------------------------------------

@@ -2,9 +2,7 @@
 counting catches a single wrong expectation.
 
 By default a representative subset runs (every group, every executor, every check type; ~15 s);
-``VERILOOP_LIES_FULL=1`` runs every case of ``python -m benchmarks.plan_false_completions``. Cases
-with a ``known_bug`` are strict xfails: they fail today because of an engine bug the benchmark found,
-and turn into an error as soon as that bug is fixed (then drop the ``known_bug``).
+``VERILOOP_LIES_FULL=1`` runs every case of ``python -m benchmarks.plan_false_completions``.
 """
 
 from __future__ import annotations
@@ -44,6 +42,7 @@ FAST = [
     "tamper_pyproject_deselects",
     "tamper_fake_pytest_module",
     "tamper_writes_tests_games_check_script",
+    "tamper_exit_zero_during_collection",
     "collect_fewer_than_last_attempt",
     "review_says_wrong",
     "review_garbage",
@@ -51,6 +50,7 @@ FAST = [
     "text_claim_tests_fail",
     "text_claim_no_other_checks",
     "replan_returns_same_broken_step",
+    "subplan_child_lied",
     "control_good_code",
     "control_fixed_on_retry",
     "control_gate_honest_upstream",
@@ -58,16 +58,6 @@ FAST = [
 SELECTED = list(CASES) if os.environ.get("VERILOOP_LIES_FULL") else FAST
 ALWAYS = ["control_good_code", "success_notes_buggy_code"]
 """Run even when only the counting tests are selected (they re-evaluate these two)."""
-
-
-def _param(name: str):
-    case = CASES[name]
-    marks = []
-    if case.known_bug:
-        marks.append(
-            pytest.mark.xfail(strict=True, reason=f"engine bug {case.known_bug!r} (see the case)")
-        )
-    return pytest.param(name, marks=marks, id=name)
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +74,7 @@ def outcomes(request) -> dict[str, bench.CaseOutcome]:
     return {outcome.case.name: outcome for outcome in results}
 
 
-@pytest.mark.parametrize("name", [_param(name) for name in SELECTED])
+@pytest.mark.parametrize("name", SELECTED)
 def test_the_step_ends_as_its_case_says(name, outcomes):
     steps = bench.evaluate(outcomes[name])
     wrong = [

@@ -37,7 +37,10 @@ def project(tmp_path: Path) -> Path:
 
 def write_and_mark(code: str, notes: str = "[SUCCESS]: add implemented") -> ToolCalls:
     return ToolCalls(
-        [("write_file", {"path": "adder.py", "content": code}), ("mark_step", {"notes": notes, "output": "adder.py"})]
+        [
+            ("write_file", {"path": "adder.py", "content": code}),
+            ("mark_step", {"notes": notes, "output": "adder.py"}),
+        ]
     )
 
 
@@ -52,11 +55,18 @@ def coder(fix_on_attempt: int | None):
     return answer
 
 
-ADDER = {"id": "adder", "agent": "coder", "input": "Write adder.py with add(a, b).", "max_retries": 2}
+ADDER = {
+    "id": "adder",
+    "agent": "coder",
+    "input": "Write adder.py with add(a, b).",
+    "max_retries": 2,
+}
 AGENTS = {"coder": {"prompt": "You write Python.", "tools": ["write_file", "read_file"]}}
 
 
-def test_a_bug_caught_by_the_tests_is_fixed_by_the_corrective_prompt(runner, scripted_model, project):
+def test_a_bug_caught_by_the_tests_is_fixed_by_the_corrective_prompt(
+    runner, scripted_model, project
+):
     scripted_model.on("execution", coder(fix_on_attempt=2))
     report = runner().run({**manifest(ADDER), "agents": AGENTS})
     step = report.steps["adder"]
@@ -82,7 +92,9 @@ def test_success_notes_never_complete_a_step_whose_tests_fail(runner, scripted_m
 
 
 def test_fail_notes_fail_the_step_even_when_the_tests_pass(runner, scripted_model, project):
-    scripted_model.on("execution", lambda request: write_and_mark(FIXED, "[FAIL]: could not finish"))
+    scripted_model.on(
+        "execution", lambda request: write_and_mark(FIXED, "[FAIL]: could not finish")
+    )
     report = runner().run({**manifest({**ADDER, "max_retries": 0}), "agents": AGENTS})
     checks = {c.name: c.passed for c in report.steps["adder"].attempts[0].checks}
     assert checks["notes"] is False and checks["tests"] is True
@@ -91,7 +103,9 @@ def test_fail_notes_fail_the_step_even_when_the_tests_pass(runner, scripted_mode
 
 def test_a_critical_step_needs_the_llm_review_too(runner, scripted_model, project):
     scripted_model.on("execution", coder(fix_on_attempt=1))
-    scripted_model.script("review", StepReviewVerdict(passed=False, diagnosis="add ignores floats", confidence=0.9))
+    scripted_model.script(
+        "review", StepReviewVerdict(passed=False, diagnosis="add ignores floats", confidence=0.9)
+    )
     report = runner(review_critical_steps=True).run(
         {**manifest({**ADDER, "critical": True, "max_retries": 0}), "agents": AGENTS}
     )
@@ -120,10 +134,16 @@ def test_a_provider_outage_mid_attempt_resumes_at_that_attempt(runner, scripted_
     with pytest.raises(LLMUnavailable):
         plan.run({**manifest(ADDER), "agents": AGENTS}, run_id="outage")
     paused = plan.report("outage")
-    assert paused.status == "running" and "adder" not in paused.steps  # never "completed" by an error
+    assert (
+        paused.status == "running" and "adder" not in paused.steps
+    )  # never "completed" by an error
     outage["on"] = False
     done = plan.resume("outage")
     step = done.steps["adder"]
     assert done.status == "completed" and [a.run_number for a in step.attempts] == [1, 2]
-    first_attempts = [r for r in scripted_model.requests if r.purpose == "execution" and "Attempt: 2 of" not in r.text]
+    first_attempts = [
+        r
+        for r in scripted_model.requests
+        if r.purpose == "execution" and "Attempt: 2 of" not in r.text
+    ]
     assert len(first_attempts) == 1  # attempt 1 was not executed again

@@ -24,7 +24,9 @@ def test_run_loop_and_step_loop_edges():
     drawn = graph.get_graph(xray=1)
     inner = {n.split(":", 1)[1] for n in drawn.nodes if n.startswith("run_step:")}
     assert inner - {"__start__", "__end__"} == STEP_NODES
-    assert {n for n in drawn.nodes if ":" not in n} - {"__start__", "__end__"} == RUN_NODES - {"run_step"}
+    assert {n for n in drawn.nodes if ":" not in n} - {"__start__", "__end__"} == RUN_NODES - {
+        "run_step"
+    }
     assert {(e.source, e.target) for e in drawn.edges if e.conditional} == CONDITIONAL
     # The only way back into execute is through a corrective prompt.
     assert {e.source for e in drawn.edges if e.target == "run_step:execute"} == {

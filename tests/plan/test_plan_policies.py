@@ -205,7 +205,7 @@ def test_an_invalid_user_manifest_is_rejected_with_located_problems(runner):
         ("Count the files", "goal"),
         ("steps:\n  - id: a\n    command: true\n", "manifest"),
         ('{"tasks": [{"id": "a", "command": "true"}]}', "manifest"),
-        ("```json\n{\"steps\": []}\n```", "manifest"),
+        ('```json\n{"steps": []}\n```', "manifest"),
     ],
 )
 def test_plan_input_tells_goals_from_manifests(given, kind):

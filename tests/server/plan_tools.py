@@ -5,14 +5,12 @@
 test can tell which steps ran, how many times, and kill a server while a step is sleeping. Its
 input names everything: ``{"name", "markers", "sleep"?, "first_sleep"?}``; ``first_sleep``
 replaces ``sleep`` on the first execution of that name only (a step that hangs the first time
-and is quick after a restart). ``mark_sync`` is the same without ``first_sleep``, as a plain
-function.
+and is quick after a restart).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +28,4 @@ async def mark(input: Any = None, depends: dict | None = None) -> dict[str, Any]
     return {"value": name, "depends": sorted(depends or {})}
 
 
-def mark_sync(input: Any = None, depends: dict | None = None) -> dict[str, Any]:
-    """``mark`` as a plain function (it runs in a worker thread, off the event loop: what
-    ``langgraph dev``'s blocking-call detector wants)."""
-    name, markers = str(input["name"]), Path(input["markers"])
-    with markers.open("a") as file:
-        file.write(f"{name}\n")
-    time.sleep(float(input.get("sleep", 0)))
-    return {"value": name, "depends": sorted(depends or {})}
-
-
-TOOLS = {"mark": mark, "mark_sync": mark_sync}
+TOOLS = {"mark": mark}

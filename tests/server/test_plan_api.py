@@ -225,13 +225,19 @@ def test_invalid_requests_are_refused_with_a_message(server, markers):
     assert "concurrency" in refused({"goal": "x", "concurrency": 0}, 422)
     assert "runId" in refused({"goal": "x", "runId": "no spaces please"}, 422)
     assert "manifest" in refused({"manifest": 42}, 422)
-    assert "line 2, column 5" in refused({"manifest": "steps: [a, b\nnext: 1"}, 400)
-    assert "must be a YAML/JSON mapping" in refused({"manifest": "just some words"}, 400)
     assert (
         "decisions" in client.post("/api/plans/x/reviews", json={"decisions": {}}).json()["message"]
     )
 
-    # A manifest that parses but cannot run: the run exists and is rejected, located; nothing ran.
+    # A manifest that does not parse, or cannot run: the run exists and is rejected, located.
+    for text, problem in [
+        ("steps: [a, b\nnext: 1", "line 2, column 5"),
+        ("just some words", "no manifest found"),
+    ]:
+        response = client.post("/api/plans", json={"manifest": text})
+        assert response.status_code == 202, response.text
+        report = wait_for_run(client, response.json()["runId"])
+        assert report["status"] == "rejected" and problem in report["haltReason"], report
     cycle = yaml.safe_dump(
         {
             "steps": [
@@ -330,3 +336,15 @@ def test_a_goal_alone_has_the_meta_planner_write_the_manifest(server, scripted_m
     assert report["manifest"]["steps"][0]["origin"] == "model"
     assert report["steps"]["answer"]["output"] == "right"
     assert report["usage"]["planning"]["calls"] == 1
+
+
+def test_a_goal_is_never_read_as_a_file_on_the_server(server, scripted_model, markers, tmp_path):
+    on_disk = tmp_path / "plan.yaml"
+    on_disk.write_text(yaml.safe_dump({"steps": [python_step("secret", markers)]}))
+    client = server.client()
+    run_id = client.post("/api/plans", json={"goal": str(on_disk)}).json()["runId"]
+    report = wait_for_run(client, run_id)
+    # The goal went to the meta-planner (which has no scripted answer), not to a file reader.
+    assert scripted_model.calls("planning") >= 1 and report["status"] != "completed"
+    assert report["goal"] == str(on_disk) and "secret" not in report["steps"]
+    assert ran(markers) == []

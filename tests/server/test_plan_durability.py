@@ -184,7 +184,7 @@ def test_two_processes_on_postgresql_never_run_one_run_twice(tmp_path, request, 
     markers = tmp_path / "markers.txt"
     one, two = start(database_url, count=2)
     first, second = one.client(), two.client()
-    manifest = {"steps": [python_step("slow", markers, sleep=3)]}
+    manifest = {"steps": [python_step("slow", markers, sleep=5)]}
     run_id = first.post("/api/plans", json={"manifest": manifest}).json()["runId"]
 
     # The other process sees the run executing (the advisory lock) and refuses to run it too.
