@@ -2,6 +2,7 @@
 
 from veriloop.schemas.actions import Action, ActionKind, ActionParseError, parse_action
 from veriloop.schemas.api import InteractRequest, InteractResponse, TaskStatus, VerificationSummary
+from veriloop.schemas.manifest import AgentSpec, CheckSpec, Manifest, ManifestStep
 from veriloop.schemas.observation import (
     BeforeState,
     ClientObservations,
@@ -19,13 +20,12 @@ from veriloop.schemas.outputs import (
     RefinedStep,
     SemanticVerdict,
 )
-from veriloop.schemas.manifest import AgentSpec, CheckSpec, Manifest, ManifestStep
 from veriloop.schemas.plan import Plan, PlanStep, StepStatus, SubTask
 from veriloop.schemas.plan_run import (
     AttemptReport,
     CheckResult,
-    Critique,
     CriticFinding,
+    Critique,
     ExecutionResult,
     PendingReview,
     PlanRunReport,

@@ -8,7 +8,7 @@ from dataclasses import fields
 
 import pytest
 
-from veriloop.context import Context, PlanContext
+from veriloop.context import PlanContext
 from veriloop.llm import clear_llm_cache
 from veriloop.llm.pricing import PRICES_ENV
 from veriloop.llm.scripted import ScriptedModelServer

@@ -5,6 +5,7 @@ reviewer's comment as its diagnosis."""
 from __future__ import annotations
 
 from langgraph.types import interrupt
+
 from veriloop.engines.plan.planning import render_task
 from veriloop.graph.plan_state import StepState
 from veriloop.nodes.plan.support import emit, step_of
