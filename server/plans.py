@@ -36,6 +36,7 @@ from veriloop.context import PlanContext
 from veriloop.llm.base import LLMUnavailable
 from veriloop.plans import NoPendingReviewError, PlanRunner, UnknownRunError
 from veriloop.schemas.api import (
+    RUN_ID_PATTERN,
     ErrorBody,
     PlanReviewRequest,
     PlanRunDetail,
@@ -58,7 +59,7 @@ POLL_S = 0.5
 """How often the event stream reads a run that executes in another process."""
 
 Tenant = Annotated[str, Depends(current_tenant)]
-RunId = Annotated[str, Path(description="The plan run's id.", max_length=256)]
+RunId = Annotated[str, Path(description="The plan run's id.", pattern=RUN_ID_PATTERN)]
 
 
 # -- errors -----------------------------------------------------------------------------------
@@ -151,28 +152,6 @@ class RunEvents:
 # -- the service ------------------------------------------------------------------------------
 
 
-class ServiceRunner(PlanRunner):
-    """:class:`PlanRunner` whose runs start from an explicit graph input.
-
-    ``PlanRunner.arun`` guesses from one string whether it is a manifest file, manifest text or a
-    goal (``plan_input``); over HTTP the body says which it is, and a goal that happens to name a
-    file on the server must never be read as one. So the service gives the graph
-    ``{"manifest": ..., "goal": ...}`` as sent, and the plan node parses (or rejects) the manifest.
-    """
-
-    async def astart(
-        self,
-        run_id: str,
-        request: Mapping[str, Any],
-        *,
-        concurrency: int,
-        on_event: Callable[[dict], Any],
-    ) -> PlanRunReport:
-        graph_input = {"run_id": run_id, "depth": 1, **request}
-        await self._stream(graph_input, run_id, concurrency, on_event)
-        return await self.areport(run_id)
-
-
 class PlanService:
     """Starts, reads, answers and resumes plan runs for any tenant (framework-free)."""
 
@@ -185,7 +164,7 @@ class PlanService:
         context: PlanContext,
         max_manifest_bytes: int,
     ) -> None:
-        self.runner = ServiceRunner(checkpointer, context=context)
+        self.runner = PlanRunner(checkpointer, context=context)
         self.store = store
         self.locks = locks
         self.max_manifest_bytes = max_manifest_bytes
@@ -353,8 +332,13 @@ class PlanService:
     async def _first_run(self, run_id: str, on_event: Callable[[dict], None]) -> PlanRunReport:
         item = await self.store.aget(NAMESPACE, run_id)
         entry = PlanEntry.model_validate(item.value)
-        return await self.runner.astart(
-            run_id, entry.request, concurrency=entry.concurrency, on_event=on_event
+        # The body says which it is: a goal that names a file on the server is never read as one.
+        return await self.runner.arun(
+            manifest=entry.request.get("manifest"),
+            goal=entry.request.get("goal"),
+            run_id=run_id,
+            concurrency=entry.concurrency,
+            on_event=on_event,
         )
 
     async def _answer(

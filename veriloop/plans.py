@@ -30,6 +30,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from veriloop.context import PlanContext
+from veriloop.engines.plan.manifest import looks_like_manifest
 from veriloop.graph.plan import build_plan_graph
 from veriloop.graph.plan_io import state_to_report
 from veriloop.schemas.manifest import Manifest
@@ -71,19 +72,24 @@ class PlanRunner:
 
     async def arun(
         self,
-        manifest_or_goal: str | Path | Mapping[str, Any] | Manifest,
+        manifest_or_goal: str | Path | Mapping[str, Any] | Manifest | None = None,
         *,
+        manifest: str | Path | Mapping[str, Any] | Manifest | None = None,
         goal: str | None = None,
         run_id: str | None = None,
         concurrency: int = 4,
         on_event: EventHandler | None = None,
     ) -> PlanRunReport:
         """Run a manifest (a file, YAML/JSON text, a mapping, a Manifest) or a goal to its end or
-        to its first human review."""
+        to its first human review.
+
+        ``manifest_or_goal`` guesses which one a string is (see :func:`plan_input`); say it with
+        ``manifest=`` or ``goal=`` (alone: the meta-planner writes the manifest) to leave no doubt.
+        """
         run_id = run_id or uuid.uuid4().hex
         if await self._values(run_id):
             raise ValueError(f"plan run {run_id!r} exists already: use aresume() to continue it")
-        graph_input = {"run_id": run_id, "depth": 1, **plan_input(manifest_or_goal, goal)}
+        graph_input = {"run_id": run_id, "depth": 1, **run_input(manifest_or_goal, manifest, goal)}
         await self._stream(graph_input, run_id, concurrency, on_event)
         return await self.areport(run_id)
 
@@ -190,6 +196,21 @@ def run_plan(
     )
 
 
+def run_input(
+    manifest_or_goal: Any = None, manifest: Any = None, goal: str | None = None
+) -> dict[str, Any]:
+    """The graph input from :meth:`PlanRunner.arun`'s arguments (exactly one way to name the plan)."""
+    if (manifest_or_goal is None) == (manifest is None and goal is None) or (
+        manifest_or_goal is not None and manifest is not None
+    ):
+        raise ValueError("give a manifest or a goal: one positional argument, or manifest=/goal=")
+    if manifest_or_goal is not None:
+        return plan_input(manifest_or_goal, goal)
+    if manifest is None:
+        return {"goal": goal.strip()}
+    return {**_manifest_input(manifest), **({"goal": goal} if goal else {})}
+
+
 def plan_input(
     manifest_or_goal: str | Path | Mapping[str, Any] | Manifest, goal: str | None = None
 ) -> dict[str, Any]:
@@ -201,17 +222,20 @@ def plan_input(
     """
     if isinstance(manifest_or_goal, str) and _names_manifest_file(manifest_or_goal):
         manifest_or_goal = Path(manifest_or_goal)
-    if isinstance(manifest_or_goal, Manifest):
-        manifest: Any = manifest_or_goal.model_dump(by_alias=False)
-    elif isinstance(manifest_or_goal, Path):
-        manifest = manifest_or_goal.read_text(encoding="utf-8")
-    elif isinstance(manifest_or_goal, Mapping):
-        manifest = dict(manifest_or_goal)
-    elif _reads_as_manifest(manifest_or_goal):
-        manifest = manifest_or_goal
-    else:
+    if isinstance(manifest_or_goal, str) and not _reads_as_manifest(manifest_or_goal):
         return {"goal": manifest_or_goal.strip()}
-    return {"manifest": manifest, **({"goal": goal} if goal else {})}
+    return {**_manifest_input(manifest_or_goal), **({"goal": goal} if goal else {})}
+
+
+def _manifest_input(manifest: str | Path | Mapping[str, Any] | Manifest) -> dict[str, Any]:
+    """``{"manifest": ...}``: text and mappings as given (the plan node parses them), a file read."""
+    if isinstance(manifest, Manifest):
+        return {"manifest": manifest.model_dump(by_alias=False)}
+    if isinstance(manifest, Path):
+        return {"manifest": manifest.read_text(encoding="utf-8")}
+    if isinstance(manifest, Mapping):
+        return {"manifest": dict(manifest)}
+    return {"manifest": manifest}
 
 
 def pending_reviews(snapshot: Any) -> list[PendingReview]:
@@ -243,9 +267,6 @@ def pending_reviews(snapshot: Any) -> list[PendingReview]:
     return list(found.values())
 
 
-_STEP_KEYS = ("steps", "tasks", "workflow")
-
-
 def _names_manifest_file(text: str) -> bool:
     path = Path(text.strip())
     return path.suffix.lower() in (".yaml", ".yml", ".json") and path.is_file()
@@ -256,12 +277,9 @@ def _reads_as_manifest(text: str) -> bool:
     if stripped.startswith("```"):
         return True
     try:
-        parsed = yaml.safe_load(stripped)
+        return looks_like_manifest(yaml.safe_load(stripped))
     except yaml.YAMLError:
         return False
-    if isinstance(parsed, dict):
-        return any(key in parsed for key in _STEP_KEYS)
-    return isinstance(parsed, list) and all(isinstance(item, dict) for item in parsed)
 
 
 def _config(run_id: str) -> dict[str, Any]:

@@ -189,7 +189,7 @@ async def run_checks(
         command = (
             step.test_command
             or baseline.get("test_command")
-            or discover_test_command(step.id, workspace)
+            or await asyncio.to_thread(discover_test_command, step.id, workspace)
         )
         if command is None and step.requires_testing:
             results.append(
@@ -214,7 +214,12 @@ async def run_checks(
             )
 
     if baseline.get("version"):
-        await run("integrity", "integrity", lambda: _integrity_check(step, workspace, baseline))
+        # Hashing the workspace is file work: off the event loop, like every other blocking call.
+        await run(
+            "integrity",
+            "integrity",
+            lambda: asyncio.to_thread(_integrity_check, step, workspace, baseline),
+        )
 
     if review:
         await run(
@@ -455,7 +460,7 @@ async def _tests_check(
     )
 
 
-async def _integrity_check(
+def _integrity_check(
     step: ManifestStep, workspace: Path, baseline: Mapping[str, Any]
 ) -> CheckResult:
     before_files: dict[str, str] = dict(baseline.get("files") or {})

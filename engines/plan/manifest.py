@@ -138,7 +138,8 @@ def _yaml_error(exc: yaml.YAMLError, origin: str) -> Problem:
     return Problem("invalid", f"{origin}: not valid YAML{where}: {problem}")
 
 
-def _looks_like_manifest(data: Any) -> bool:
+def looks_like_manifest(data: Any) -> bool:
+    """Parsed YAML/JSON that is a manifest: a list of steps, or a mapping with a steps (or wrapper) key."""
     if isinstance(data, list):
         return bool(data) and all(isinstance(item, Mapping) for item in data)
     if isinstance(data, Mapping):
@@ -155,7 +156,7 @@ def _embedded_json(text: str) -> Any:
             value, _ = decoder.raw_decode(text, match.start())
         except json.JSONDecodeError:
             continue
-        if _looks_like_manifest(value):
+        if looks_like_manifest(value):
             return value
     return None
 
@@ -200,7 +201,7 @@ def parse_manifest_text(text: str, *, origin: str = "manifest") -> Any:
         data = yaml.safe_load(stripped)
     except yaml.YAMLError as exc:
         yaml_problem = _yaml_error(exc, origin)
-    if _looks_like_manifest(data):
+    if looks_like_manifest(data):
         return data
     embedded = _embedded_json(stripped)
     if embedded is not None:

@@ -172,7 +172,11 @@ async def run_command(
     ended (its stray children go with it). Output goes to temporary files, so a child that keeps
     the output open cannot hold the run, and only the tails are read back. Raises OSError when
     the command cannot start (e.g. a missing workspace)."""
-    with tempfile.TemporaryFile() as sink, tempfile.TemporaryFile() as errors:
+    # Temporary files and reading them back are blocking calls: keep them off the event loop.
+    sink, errors = await asyncio.to_thread(
+        lambda: (tempfile.TemporaryFile(), tempfile.TemporaryFile())
+    )
+    try:
         proc = await asyncio.create_subprocess_shell(
             command,
             cwd=str(workspace),
@@ -192,8 +196,12 @@ async def run_command(
                 await proc.wait()
         finally:
             _kill_group(proc.pid)
-        output = _tail(sink, tail_chars)
-        stderr = _tail(errors, tail_chars) if split_stderr else ""
+        output, stderr = await asyncio.to_thread(
+            lambda: (_tail(sink, tail_chars), _tail(errors, tail_chars) if split_stderr else "")
+        )
+    finally:
+        sink.close()
+        errors.close()
     if timed_out:
         output += f"\n[killed after {timeout_s:g} s]"
     return CommandRun(None if timed_out else proc.returncode, timed_out, output, stderr)
@@ -201,7 +209,7 @@ async def run_command(
 
 async def run_tests(command: str, workspace: Path, *, timeout_s: float) -> TestRun:
     """Run a test command; pytest's counts and failures come from its JUnit XML."""
-    tmpdir = tempfile.mkdtemp(prefix="veriloop-junit-")
+    tmpdir = await asyncio.to_thread(tempfile.mkdtemp, prefix="veriloop-junit-")
     junit = Path(tmpdir) / "junit.xml"
     options = f"--junitxml={shlex.quote(str(junit))} -p no:cacheprovider"
     parts = _pytest_parts(command)
@@ -221,11 +229,10 @@ async def run_tests(command: str, workspace: Path, *, timeout_s: float) -> TestR
         result = TestRun(
             command=command, exit_code=run.exit_code, timed_out=run.timed_out, output=output
         )
-        if junit.is_file():
-            _read_junit(junit, result)
+        await asyncio.to_thread(_read_junit_if_written, junit, result)
         return result
     finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+        await asyncio.to_thread(shutil.rmtree, tmpdir, ignore_errors=True)
 
 
 def format_failures(run: TestRun, *, limit: int = 20) -> str:
@@ -285,6 +292,11 @@ def _tail(sink: Any, limit: int) -> str:
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+
+
+def _read_junit_if_written(path: Path, run: TestRun) -> None:
+    if path.is_file():
+        _read_junit(path, run)
 
 
 def _read_junit(path: Path, run: TestRun) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +52,15 @@ def workspace_of(ctx: PlanContext) -> Path:
 
 def tool_registry(ctx: PlanContext) -> dict[str, Any]:
     """Every tool a step may use: the configured ones plus the workspace-confined file tools."""
-    tools = {tool.name: tool for tool in workspace_tools(Workspace(workspace_of(ctx)))}
+    tools = dict(_file_tools(str(workspace_of(ctx))))
     tools.update(load_tools(ctx.tools))
     return tools
+
+
+@lru_cache(maxsize=64)
+def _file_tools(workspace: str) -> dict[str, Any]:
+    # Building a tool's argument schema takes ~5 ms of pydantic work: once per workspace, not per node.
+    return {tool.name: tool for tool in workspace_tools(Workspace(Path(workspace)))}
 
 
 def emit(state: PlanState | StepState, event: str, **fields: Any) -> None:

@@ -52,11 +52,11 @@ def workspace(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def dev_server(scripted_model, workspace, tmp_path) -> Iterator[Callable[..., str]]:
-    """``start(*extra_args)``: `langgraph dev` on a free port, steps working in ``workspace``, the
+    """``start()``: `langgraph dev` on a free port, steps working in ``workspace``, the
     model endpoint the scripted server (no network); stopped afterwards."""
     started: list[tuple[subprocess.Popen, Any]] = []
 
-    def start(*extra: str) -> str:
+    def start() -> str:
         port = _free_port()
         env = {
             **os.environ,  # OPENAI_BASE_URL / OPENAI_API_KEY point at the scripted server (fixture)
@@ -68,7 +68,7 @@ def dev_server(scripted_model, workspace, tmp_path) -> Iterator[Callable[..., st
         log = log_path.open("w")
         process = subprocess.Popen(
             [str(LANGGRAPH), "dev", "--config", str(REPO / "langgraph.json"), "--host", "127.0.0.1",
-             "--port", str(port), "--no-browser", "--no-reload", *extra],
+             "--port", str(port), "--no-browser", "--no-reload"],
             cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         started.append((process, log))
@@ -113,9 +113,7 @@ def _interrupts(state: dict[str, Any]) -> list[dict[str, Any]]:
 def test_the_plan_graph_pauses_for_review_and_resumes_through_the_sdk(
     dev_server, scripted_model, workspace
 ):
-    # --allow-blocking: the step checks walk the workspace on the event loop, which langgraph
-    # dev's blocking-call detector refuses (see the xfail test below).
-    client = get_sync_client(url=dev_server("--allow-blocking"))
+    client = get_sync_client(url=dev_server())
     assert client.assistants.search(graph_id="veriloop"), "graph 'veriloop' is not served"
     plans = client.assistants.search(graph_id="plan")
     assert plans, "langgraph.json's graph 'plan' is not served"
@@ -153,13 +151,8 @@ def test_the_plan_graph_pauses_for_review_and_resumes_through_the_sdk(
     assert scripted_model.calls() == 0  # a user's manifest without llm steps needs no model
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: the async `check` node walks the workspace and opens temporary files on "
-    "the event loop (engines/plan/checks.py integrity and test discovery, engines/plan/testrun.py "
-    "run_command); langgraph dev's default blocking-call detector fails every task step",
-)
 def test_a_task_step_completes_under_langgraph_devs_blocking_detector(dev_server, workspace):
+    """Checks do their file work off the event loop: no BlockingError under langgraph dev."""
     client = get_sync_client(url=dev_server())
     thread_id = client.threads.create()["thread_id"]
     manifest = {"steps": [{"id": "build", "command": "echo built", "requires_testing": False}]}

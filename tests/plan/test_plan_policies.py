@@ -221,3 +221,18 @@ def test_plan_input_reads_a_manifest_file_named_by_a_string(tmp_path):
     path.write_text("steps:\n  - id: a\n    command: 'true'\n")
     assert plan_input(str(path)) == {"manifest": path.read_text()}
     assert plan_input(str(tmp_path / "missing.yaml")) == {"goal": str(tmp_path / "missing.yaml")}
+
+
+def test_manifest_and_goal_can_be_named_explicitly(runner, tmp_path):
+    from veriloop.plans import run_input
+
+    path = tmp_path / "plan.yaml"
+    path.write_text("steps:\n  - id: a\n    command: 'true'\n")
+    # Named as a goal, a string that names a file stays a goal (never read from disk).
+    assert run_input(goal=str(path)) == {"goal": str(path)}
+    assert run_input(manifest=path) == {"manifest": path.read_text()}
+    assert run_input(manifest="a: b", goal="g") == {"manifest": "a: b", "goal": "g"}
+    for bad in ({}, {"manifest_or_goal": "x", "manifest": {}}):
+        with pytest.raises(ValueError, match="give a manifest or a goal"):
+            run_input(**bad)
+    assert runner().run(manifest=manifest(py_step("a"))).status == "completed"
