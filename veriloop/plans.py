@@ -132,7 +132,7 @@ class PlanRunner:
 
     # -- sync twins -----------------------------------------------------------------------------
 
-    def run(self, manifest_or_goal, **kwargs) -> PlanRunReport:
+    def run(self, manifest_or_goal=None, **kwargs) -> PlanRunReport:
         """:meth:`arun` for code that is not async (not from inside a running event loop)."""
         return _sync(self.arun(manifest_or_goal, **kwargs))
 
@@ -168,7 +168,7 @@ class PlanRunner:
 
 
 async def arun_plan(
-    manifest_or_goal: str | Path | Mapping[str, Any] | Manifest,
+    manifest_or_goal: str | Path | Mapping[str, Any] | Manifest | None = None,
     *,
     tools: Any = None,
     context: PlanContext | None = None,
@@ -181,7 +181,7 @@ async def arun_plan(
 
 
 def run_plan(
-    manifest_or_goal: str | Path | Mapping[str, Any] | Manifest,
+    manifest_or_goal: str | Path | Mapping[str, Any] | Manifest | None = None,
     *,
     tools: Any = None,
     context: PlanContext | None = None,
