@@ -26,3 +26,6 @@ bench: setup
 	.venv/bin/python -m benchmarks.verification_prompt_size
 	.venv/bin/python -m benchmarks.service_overhead
 	.venv/bin/python -m benchmarks.no_change_detection
+	.venv/bin/python -m benchmarks.plan_parallelism
+	.venv/bin/python -m benchmarks.plan_false_completions
+	.venv/bin/python -m benchmarks.corrective_prompt_growth

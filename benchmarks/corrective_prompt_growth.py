@@ -198,6 +198,12 @@ async def _main() -> None:
             )
             latest = await _failing_attempt(workspace, step, attempt, _model_output(attempt))
     print(f"attempt {ATTEMPTS} over attempt 2: {sizes[-1] / sizes[1]:.3f} (growth across retries)")
+    # The corrective part is a constant; its share depends on the original request's size.
+    bare = _request_tokens(count, step_message(step.id, TASK), tools)
+    print(
+        f"the same +{sizes[-1] - sizes[0]} tokens on the bare task (no upstream spec, {bare} tokens): "
+        f"attempt {ATTEMPTS} over attempt 1 = {(bare + sizes[-1] - sizes[0]) / bare:.3f}"
+    )
     print(f"RESULT attempt{ATTEMPTS}_over_attempt1={sizes[-1] / sizes[0]:.3f}")
 
 

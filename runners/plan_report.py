@@ -394,7 +394,7 @@ class _Page:
         )
         return (
             "<section><h2>The critic's findings</h2><div class='card'>"
-            f"<p><b>Score</b> {c.score}/10 <span class='muted'>{_e(c.summary)}</span></p>{llm}{table}"
+            f"<p><b>Critic</b> <span class='muted'>{_e(c.summary)}</span></p>{llm}{table}"
             + (f"<p><b>Recommendations</b></p><ul>{recs}</ul>" if recs else "")
             + "</div></section>"
         )

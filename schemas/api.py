@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from veriloop.schemas.base import WireModel
 from veriloop.schemas.observation import Observation
@@ -135,6 +135,21 @@ class PlanRunRequest(WireModel):
     concurrency: int = Field(
         default=4, ge=1, le=64, description="Steps of one dependency level run at once."
     )
+
+    @field_validator("manifest")
+    @classmethod
+    def _storable(cls, manifest: Any) -> Any:
+        """Every integer must fit the 64 bits that the checkpointer and the store can hold."""
+        stack = [manifest]
+        while stack:
+            value = stack.pop()
+            if isinstance(value, dict):
+                stack.extend(value.values())
+            elif isinstance(value, list):
+                stack.extend(value)
+            elif isinstance(value, int) and not -(2**63) <= value < 2**64:
+                raise ValueError(f"integer {value} does not fit in 64 bits")
+        return manifest
 
 
 class PlanRunStarted(WireModel):

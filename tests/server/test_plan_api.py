@@ -225,6 +225,8 @@ def test_invalid_requests_are_refused_with_a_message(server, markers):
     assert "concurrency" in refused({"goal": "x", "concurrency": 0}, 422)
     assert "runId" in refused({"goal": "x", "runId": "no spaces please"}, 422)
     assert "manifest" in refused({"manifest": 42}, 422)
+    # Found by schemathesis: a number the store cannot hold must not get past validation.
+    assert "64 bits" in refused({"manifest": {"steps": [], "n": [2**70]}}, 422)
     assert client.get("/api/plans/bad%00id").status_code == 422  # never reaches the store
     assert (
         "decisions" in client.post("/api/plans/x/reviews", json={"decisions": {}}).json()["message"]
