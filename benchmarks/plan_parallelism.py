@@ -9,7 +9,8 @@ through the real ``openai`` client) answers after 0.5 s with a ``mark_step`` too
     python -m benchmarks.plan_parallelism [--repeats 3]
 
 Last line: ``RESULT speedup=<sequential/parallel> width=8`` (the median over repeats of the llm
-variant, the one whose waiting is a model call).
+variant, the one whose waiting is a model call); the plot goes beside the JSON results
+(``benchmarks/results/plan_parallelism.png``).
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ import os
 import statistics
 import tempfile
 import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from langgraph.checkpoint.memory import InMemorySaver
+from matplotlib.figure import Figure
 
 from benchmarks.verification_pairs import RESULTS_DIR
 from veriloop.context import PlanContext
@@ -100,9 +103,31 @@ def main(
     DEFAULT_OUT.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8") as handle:
         json.dump(results, handle, indent=1)
+    print(f"plot: {plot(results, Path(out).with_suffix('.png'))}")
     llm = results["llm"]
     speedup = statistics.median(llm["sequential"]) / statistics.median(llm["parallel"])
     print(f"RESULT speedup={speedup:.2f} width={WIDTH}")
+
+
+def plot(results: dict[str, dict[str, list[float]]], path: Path) -> Path:
+    """Median wall time per executor kind, sequential beside parallel, with the ideal times."""
+    figure = Figure(figsize=(6, 3.2))
+    axes = figure.subplots()
+    kinds = list(results)
+    for offset, mode in ((-0.2, "sequential"), (0.2, "parallel")):
+        medians = [statistics.median(results[kind][mode]) for kind in kinds]
+        bars = axes.bar([i + offset for i in range(len(kinds))], medians, 0.38, label=mode)
+        axes.bar_label(bars, fmt="%.2f s")
+    for ideal in (WIDTH * DEPTH * WAIT_S, DEPTH * WAIT_S):
+        axes.axhline(ideal, color="grey", linewidth=0.8, linestyle=":")
+    axes.set_xticks(range(len(kinds)), [f"{kind} steps" for kind in kinds])
+    axes.set_ylabel("seconds (median)")
+    axes.margins(y=0.12)
+    axes.set_title(f"{WIDTH} x {DEPTH} plan, {WAIT_S} s per step: concurrency 1 vs {WIDTH}")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    return path
 
 
 if __name__ == "__main__":

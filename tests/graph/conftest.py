@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +18,9 @@ from veriloop.schemas import (
     RefinedStep,
     SemanticVerdict,
 )
+
+# importlib mode keeps tests/ off sys.path: let the Studio tests import devserver.py.
+sys.path.insert(0, str(Path(__file__).parent))
 
 PAGES = Path(__file__).parent / "pages"
 URLS = {

@@ -3,23 +3,13 @@ as an interrupt and resumes with a Command through langgraph-sdk (what Studio do
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+from devserver import langgraph_dev
 from langgraph_sdk import get_sync_client
-
-REPO = Path(__file__).resolve().parents[2]
-LANGGRAPH = Path(sys.executable).parent / "langgraph"
-STARTUP_S = 120
 
 # Studio passes no Python tools; shell steps come from the user's manifest, so they run.
 MANIFEST = {
@@ -37,12 +27,6 @@ MANIFEST = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     path = tmp_path / "workspace"
@@ -51,55 +35,10 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def dev_server(scripted_model, workspace, tmp_path) -> Iterator[Callable[..., str]]:
-    """``start()``: `langgraph dev` on a free port, steps working in ``workspace``, the
-    model endpoint the scripted server (no network); stopped afterwards."""
-    started: list[tuple[subprocess.Popen, Any]] = []
-
-    def start() -> str:
-        port = _free_port()
-        env = {
-            **os.environ,  # OPENAI_BASE_URL / OPENAI_API_KEY point at the scripted server (fixture)
-            "LANGSMITH_TRACING": "false",
-            "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-            "VERILOOP_WORKSPACE": str(workspace),
-        }
-        log_path = tmp_path / f"langgraph-dev-{port}.log"
-        log = log_path.open("w")
-        process = subprocess.Popen(
-            [str(LANGGRAPH), "dev", "--config", str(REPO / "langgraph.json"), "--host", "127.0.0.1",
-             "--port", str(port), "--no-browser", "--no-reload"],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-        started.append((process, log))
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + STARTUP_S
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"langgraph dev exited with {process.returncode}:\n{_tail(log_path)}")
-            try:
-                if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
-                    return url
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"langgraph dev not ready after {STARTUP_S}s:\n{_tail(log_path)}")
-            time.sleep(0.5)
-
-    yield start
-    for process, log in started:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        log.close()
-
-
-def _tail(path: Path) -> str:
-    return path.read_text(errors="replace")[-3000:]
+def dev_server(scripted_model, workspace, tmp_path) -> Iterator[str]:
+    """`langgraph dev` with steps working in ``workspace`` and the scripted model; stopped afterwards."""
+    with langgraph_dev(tmp_path / "langgraph-dev.log", VERILOOP_WORKSPACE=str(workspace)) as url:
+        yield url
 
 
 def _interrupts(state: dict[str, Any]) -> list[dict[str, Any]]:
@@ -113,7 +52,7 @@ def _interrupts(state: dict[str, Any]) -> list[dict[str, Any]]:
 def test_the_plan_graph_pauses_for_review_and_resumes_through_the_sdk(
     dev_server, scripted_model, workspace
 ):
-    client = get_sync_client(url=dev_server())
+    client = get_sync_client(url=dev_server)
     assert client.assistants.search(graph_id="veriloop"), "graph 'veriloop' is not served"
     plans = client.assistants.search(graph_id="plan")
     assert plans, "langgraph.json's graph 'plan' is not served"
@@ -153,7 +92,7 @@ def test_the_plan_graph_pauses_for_review_and_resumes_through_the_sdk(
 
 def test_a_task_step_completes_under_langgraph_devs_blocking_detector(dev_server, workspace):
     """Checks do their file work off the event loop: no BlockingError under langgraph dev."""
-    client = get_sync_client(url=dev_server())
+    client = get_sync_client(url=dev_server)
     thread_id = client.threads.create()["thread_id"]
     manifest = {"steps": [{"id": "build", "command": "echo built", "requires_testing": False}]}
     state = client.runs.wait(thread_id, "plan", input={"run_id": thread_id, "manifest": manifest})
