@@ -1574,6 +1574,26 @@ def build_cases() -> list[Case]:
             context={"max_replans_per_run": 1, "shell_allowlist": "pytest"},
             verify=replans(1, superseded=1),
         ),
+        Case(
+            "replan_drops_the_predicate",
+            g,
+            "the repair keeps the id but leaves out the check it failed",
+            [
+                data_step(
+                    critical=False,
+                    on_failure="replan",
+                    checks=[predicate('result["count"] == len(result["items"])')],
+                )
+            ],
+            {"report": SKIPPED},
+            scripts={"report": [mark("[SUCCESS]: 3 items", {"items": ["a", "b"], "count": 3})]},
+            replan=RepairDraft(
+                summary="no check this time",
+                steps=[StepDraft(id="report", agent="coder", input="Produce the report as JSON.")],
+            ),
+            context={"max_replans_per_step": 1},
+            verify=replans(1, superseded=1),
+        ),
     )
 
     # 15. nested plans: a child that lies ------------------------------------------------------------

@@ -1075,6 +1075,9 @@ def apply_repair(
       ``kept`` (a completed result) always stays, even if it is also listed in ``replaced``.
     - The repair's steps follow, with origin "model". A repair step whose id is the id of a step
       that stays is dropped: the existing step wins (its completed result is reused, skip-if-present).
+    - A repair step that reuses a replaced step's id keeps that step's contract: its checks, output
+      schema, test command, ``requires_testing: true``, ``critical`` and ``writes_tests`` (a model
+      may change how a step works, never weaken what it must pass).
     - The repair's agents are added; an existing agent name keeps its existing definition.
     - The goal is unchanged.
     """
@@ -1093,5 +1096,26 @@ def apply_repair(
         step = reader.step(item, "repair.", index, 1, visible)
         if step is not None:
             new_steps.append(step)
+    originals = {step.id: step for step in manifest.steps if step.id in replaced_ids}
+    new_steps = [
+        _keep_contract(originals[step.id], step) if step.id in originals else step
+        for step in new_steps
+    ]
     merged = Manifest(goal=manifest.goal, agents=agents, steps=[*survivors, *new_steps])
     return _finish(reader, merged, tools, max_depth)
+
+
+def _keep_contract(original: ManifestStep, repaired: ManifestStep) -> ManifestStep:
+    """``repaired`` with every check and guarantee of the step it replaces (stricter wins)."""
+    return repaired.model_copy(
+        update={
+            "checks": [*original.checks, *(c for c in repaired.checks if c not in original.checks)],
+            "output_schema": original.output_schema or repaired.output_schema,
+            "test_command": original.test_command or repaired.test_command,
+            "requires_testing": True
+            if original.requires_testing or repaired.requires_testing
+            else repaired.requires_testing,
+            "critical": original.critical or repaired.critical,
+            "writes_tests": original.writes_tests,
+        }
+    )

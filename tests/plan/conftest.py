@@ -38,7 +38,8 @@ def calls() -> Calls:
 
 @pytest.fixture
 def tools(calls: Calls) -> dict[str, Callable]:
-    """Python step callables: ``ok`` returns its input; ``bad`` returns a value predicates reject;
+    """Python step callables: ``ok`` returns its input; ``bad`` returns a value predicates reject,
+    ``right`` one they accept;
     ``slow`` sleeps 0.2 s; ``boom`` raises."""
 
     def ok(input: Any = None, depends: dict | None = None) -> Any:
@@ -49,6 +50,10 @@ def tools(calls: Calls) -> dict[str, Callable]:
         calls["bad"] += 1
         return {"value": "wrong"}
 
+    def right(input: Any = None, depends: dict | None = None) -> Any:
+        calls["right"] += 1
+        return {"value": "right"}
+
     async def slow(input: Any = None, depends: dict | None = None) -> Any:
         calls["slow"] += 1
         await asyncio.sleep(0.2)
@@ -58,7 +63,7 @@ def tools(calls: Calls) -> dict[str, Callable]:
         calls["boom"] += 1
         raise RuntimeError("the executor crashed")
 
-    return {"ok": ok, "bad": bad, "slow": slow, "boom": boom}
+    return {"ok": ok, "bad": bad, "right": right, "slow": slow, "boom": boom}
 
 
 @pytest.fixture

@@ -18,9 +18,9 @@ def test_three_blocked_steps_in_one_batch_cost_exactly_one_replan_call(
     scripted_model.script(
         "replanning",
         repair(
-            StepDraft(id="x", function="ok"),
-            StepDraft(id="y", function="ok"),
-            StepDraft(id="z", function="ok"),
+            StepDraft(id="x", function="right"),
+            StepDraft(id="y", function="right"),
+            StepDraft(id="z", function="right"),
             StepDraft(id="join", function="ok", depends_on=["x", "y", "z", "fine"]),
         ),
     )
@@ -193,3 +193,14 @@ def test_allowlisted_model_commands_run_without_approval_and_rejected_ones_never
     done = plan.resume("no", {"rm": {"approved": False}})
     assert done.steps["rm"].verification_status == "execution_failed"
     assert not (tmp_path / "refused").exists()
+
+
+def test_a_repair_cannot_drop_the_checks_of_the_step_it_replaces(runner, scripted_model, calls):
+    # The replanner keeps the id but leaves out the predicate: the step must still pass it.
+    scripted_model.on("replanning", lambda request: repair(StepDraft(id="b", function="bad")))
+    report = runner(max_replans_per_step=1).run(manifest(py_step("b", "bad", on_failure="replan")))
+    assert scripted_model.calls("replanning") == 1 and calls["bad"] == 2
+    step = report.steps["b"]
+    assert step.status == "skipped" and step.verification_status == "partial_pass"
+    assert [c.type for c in step.attempts[-1].checks if not c.passed] == ["predicate"]
+    assert report.manifest.step("b").origin == "model"
