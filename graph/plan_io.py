@@ -10,14 +10,27 @@ from veriloop.schemas.plan_run import PendingReview, PlanRunReport, StepResult
 
 
 def state_to_report(
-    values: Mapping[str, Any], *, pending_reviews: Sequence[PendingReview] = ()
+    values: Mapping[str, Any],
+    *,
+    pending_reviews: Sequence[PendingReview] = (),
+    in_flight: Mapping[str, str] | None = None,
 ) -> PlanRunReport:
-    """The run's report; a run with pending reviews is ``awaiting_review`` whatever else it says."""
+    """The run's report; a run with pending reviews is ``awaiting_review`` whatever else it says.
+
+    ``in_flight``: step id -> running | testing | awaiting_review, for steps of the current batch
+    that have no result yet (a report taken mid-run, or after a crash).
+    """
     status = values.get("status") or "running"
     if pending_reviews:
         status = "awaiting_review"
     order = [s["id"] for s in (values.get("plan") or {}).get("steps", [])]
-    results = values.get("step_results") or {}
+    results = {
+        **{
+            step_id: {"step_id": step_id, "status": where}
+            for step_id, where in (in_flight or {}).items()
+        },
+        **(values.get("step_results") or {}),
+    }
     steps = {
         step_id: StepResult.model_validate(results[step_id])
         for step_id in [*order, *sorted(set(results) - set(order))]

@@ -128,7 +128,11 @@ class PlanRunner:
         snapshot = await self.graph.aget_state(_config(run_id), subgraphs=True)
         if not snapshot.values:
             raise UnknownRunError(run_id)
-        return state_to_report(snapshot.values, pending_reviews=pending_reviews(snapshot))
+        return state_to_report(
+            snapshot.values,
+            pending_reviews=pending_reviews(snapshot),
+            in_flight=steps_in_flight(snapshot),
+        )
 
     # -- sync twins -----------------------------------------------------------------------------
 
@@ -265,6 +269,21 @@ def pending_reviews(snapshot: Any) -> list[PendingReview]:
 
     visit(snapshot)
     return list(found.values())
+
+
+def steps_in_flight(snapshot: Any) -> dict[str, str]:
+    """Steps of the run's current batch that have no result yet, and where they are: waiting for
+    a person (``awaiting_review``), in their checks (``testing``) or executing (``running``)."""
+    found = {}
+    for task in getattr(snapshot, "tasks", ()) or ():
+        state = task.state if task.name == "run_step" and task.state is not None else None
+        step_id = ((getattr(state, "values", None) or {}).get("step") or {}).get("id")
+        if step_id:
+            if task.interrupts:
+                found[step_id] = "awaiting_review"
+            else:
+                found[step_id] = "testing" if "check" in (state.next or ()) else "running"
+    return found
 
 
 def _names_manifest_file(text: str) -> bool:

@@ -125,6 +125,7 @@ def test_human_review_pauses_the_run_and_resumes_with_the_answer(runner):
     assert report.status == "awaiting_review"
     assert [p.step_id for p in report.pending_reviews] == ["review"]
     assert "Ship it?" in report.pending_reviews[0].question
+    assert report.steps["review"].status == "awaiting_review"
     assert "after" not in report.steps  # nothing downstream ran
     with pytest.raises(NoPendingReviewError):
         plan.resume("r1", {"nope": {"approved": True}})

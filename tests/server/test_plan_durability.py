@@ -113,6 +113,7 @@ def test_kill_9_mid_run_then_resume_does_not_rerun_finished_steps(
         "a": "completed",
         "b": "completed",
         "fast": "completed",
+        "slow": "running",  # killed mid-step: still in flight, resumed below
     }
     resumed = client.post(f"/api/plans/{run_id}/resume")
     assert resumed.status_code == 202, resumed.text
