@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
-import importlib.util
 import json
 import os
 import sqlite3
@@ -128,71 +126,16 @@ def _connect(db: Path) -> sqlite3.Connection:
 
 
 def load_tools_spec(spec: str | None) -> Any:
-    """The object ``--tools`` names: ``module:attr`` (importable, or from the current directory)
-    or ``path/to/file.py:attr``; ``attr`` may be dotted. UsageError when it cannot be loaded."""
+    """The tools ``--tools`` names (``module:attr`` or ``path/to/file.py:attr``); UsageError when
+    they cannot be loaded."""
     if not spec:
         return None
     from veriloop.engines.plan.tools import load_tools
 
-    target, sep, attr = spec.rpartition(":")
-    if not sep or not target or not attr:
-        raise UsageError(f"--tools {spec!r}: expected module:attr or path/to/file.py:attr")
     try:
-        if target.endswith(".py") or "/" in target or os.sep in target:
-            module = _module_from_file(Path(target))
-        else:
-            module = _import_module(target)
-        obj: Any = module
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-        load_tools(obj)
-    except UsageError:
-        raise
-    except AttributeError:
-        raise UsageError(f"--tools {spec!r}: {target} has no attribute {attr!r}") from None
+        return load_tools(spec)
     except ValueError as exc:
-        raise UsageError(f"--tools {spec!r}: not a list or dict of tools: {exc}") from None
-    except Exception as exc:  # importing user code can raise anything
-        raise UsageError(
-            f"--tools {spec!r}: cannot import it: {type(exc).__name__}: {exc}"
-        ) from None
-    return obj
-
-
-def _module_from_file(path: Path) -> Any:
-    if not path.is_file():
-        raise UsageError(f"--tools: no such file: {path}")
-    name = f"veriloop_user_tools_{abs(hash(str(path.resolve())))}"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise UsageError(f"--tools: cannot load {path} as Python")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
-
-
-def _import_module(name: str) -> Any:
-    cwd = os.getcwd()
-    added = cwd not in sys.path
-    if added:  # like `python -m`: the current directory is importable
-        sys.path.insert(0, cwd)
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        raise UsageError(
-            f"--tools: no module named {exc.name!r} (use path/to/file.py:attr for a file that is "
-            "not an installed module)"
-        ) from None
-    finally:
-        if added:
-            sys.path.remove(cwd)
+        raise UsageError(f"--tools {spec!r}: {exc}") from None
 
 
 def model_configured() -> bool:

@@ -573,3 +573,19 @@ async def test_functions_become_langchain_tools_with_schemas() -> None:
     with pytest.raises(ValueError, match="not a tool"):
         as_langchain_tool(3)
     assert json.dumps(openai_tool_schema(fetch))  # plain JSON for the request
+
+
+def test_load_tools_reads_a_file_path_and_says_what_is_wrong(tmp_path: Path) -> None:
+    from veriloop.engines.plan.tools import load_tools
+
+    (tmp_path / "mytools.py").write_text(
+        "def shout(text: str) -> str:\n    return text.upper()\n\nTOOLS = [shout]\n"
+    )
+    assert list(load_tools(f"{tmp_path / 'mytools.py'}:TOOLS")) == ["shout"]
+    for spec, message in [
+        (f"{tmp_path / 'missing.py'}:TOOLS", "no tools file"),
+        (f"{tmp_path / 'mytools.py'}:NOPE", "no attribute 'NOPE'"),
+        ("no_such_module_xyz:TOOLS", "No module named"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            load_tools(spec)

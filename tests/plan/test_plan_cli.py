@@ -84,13 +84,13 @@ def test_invalid_manifest_exits_2_with_located_problems(cli, tmp_path: Path) -> 
     [
         (["missing.yaml"], "no such manifest file"),
         (["examples/python_steps.yaml"], "hint: python steps' functions"),
-        (["examples/python_steps.yaml", "--tools", "examples/none.py:TOOLS"], "no such file"),
+        (["examples/python_steps.yaml", "--tools", "examples/none.py:TOOLS"], "no tools file"),
         (
             ["examples/python_steps.yaml", "--tools", "examples/tools.py:NOPE"],
             "no attribute 'NOPE'",
         ),
-        (["examples/python_steps.yaml", "--tools", "no_such_module:TOOLS"], "no module named"),
-        (["examples/python_steps.yaml", "--tools", "examples/tools.py"], "expected module:attr"),
+        (["examples/python_steps.yaml", "--tools", "no_such_module:TOOLS"], "No module named"),
+        (["examples/python_steps.yaml", "--tools", "examples/tools.py"], "must look like"),
         (["examples/llm_notes.yaml"], "no model configured"),
         (["--goal", "write a haiku"], "no model configured"),
         ([], "give a manifest FILE"),
