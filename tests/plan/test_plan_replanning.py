@@ -12,6 +12,11 @@ def repair(*steps: StepDraft, summary: str = "use the ok function") -> RepairDra
     return RepairDraft(summary=summary, steps=list(steps))
 
 
+def as_bad_as_before(**fields):
+    """A replanner whose every repair is the failing step again."""
+    return lambda request: repair(StepDraft(id="b", function="bad", on_failure="replan", **fields))
+
+
 def test_three_blocked_steps_in_one_batch_cost_exactly_one_replan_call(
     runner, scripted_model, calls
 ):
@@ -73,17 +78,7 @@ def test_tail_replanning_keeps_completed_results_and_never_reruns_them(
 
 def test_replan_budget_per_step_stops_replanning_then_the_policy_applies(runner, scripted_model):
     # Every repair is as bad as the original: three replans (the per-step default), then skip.
-    scripted_model.on(
-        "replanning",
-        lambda request: repair(
-            StepDraft(
-                id="b",
-                function="bad",
-                on_failure="replan",
-                checks=[{"kind": "predicate", "expr": 'result["value"] == "right"'}],
-            )
-        ),
-    )
+    scripted_model.on("replanning", as_bad_as_before())
     report = runner().run(manifest(py_step("b", "bad", on_failure="replan")))
     assert scripted_model.calls("replanning") == 3
     assert report.steps["b"].status == "skipped" and report.status == "failed"
@@ -91,18 +86,7 @@ def test_replan_budget_per_step_stops_replanning_then_the_policy_applies(runner,
 
 
 def test_run_budget_caps_replans_across_steps(runner, scripted_model):
-    scripted_model.on(
-        "replanning",
-        lambda request: repair(
-            StepDraft(
-                id="b",
-                function="bad",
-                on_failure="replan",
-                critical=True,
-                checks=[{"kind": "predicate", "expr": 'result["value"] == "right"'}],
-            )
-        ),
-    )
+    scripted_model.on("replanning", as_bad_as_before(critical=True))
     report = runner(max_replans_per_run=1).run(
         manifest(py_step("b", "bad", on_failure="replan", critical=True))
     )
