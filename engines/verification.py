@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from veriloop.engines.log import CLIENT_WITNESS_OVERRIDE, LOW_CONFIDENCE_COMPLETION, task_logger
 from veriloop.engines.loop import action_fingerprint
 from veriloop.engines.observation import ObservationList, build_observation_list
-from veriloop.llm.base import LLMOutputError, StructuredLLM
+from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError
 from veriloop.prompts.verification import build_verification_messages
 from veriloop.schemas.observation import BeforeState, ClientObservations
 from veriloop.schemas.outputs import SemanticVerdict
@@ -68,7 +68,7 @@ def _flags(observed: ObservationList) -> dict:
     }
 
 
-def verify_action_with_observations(
+async def verify_action_with_observations(
     *,
     goal: str,
     action: str,
@@ -76,7 +76,7 @@ def verify_action_with_observations(
     before_state: BeforeState,
     current_dom: str,
     current_url: str,
-    llm: StructuredLLM,
+    llm: AsyncStructuredLLM,
     client_observations: ClientObservations | None = None,
     current_active_element: str | None = None,
     sub_task_objective: str | None = None,
@@ -128,7 +128,7 @@ def verify_action_with_observations(
 
     messages = build_verification_messages(goal, action, observed.observations, sub_task_objective)
     try:
-        answer = llm.structured("verification", messages, SemanticVerdict)
+        answer = await llm.astructured("verification", messages, SemanticVerdict)
     except LLMOutputError as exc:
         log.warning("verification verdict unusable: %s", exc)
         return outcome(
