@@ -19,7 +19,7 @@ async def planning(state: State, runtime: Runtime[Context]) -> dict:
     ctx = runtime.context or Context()
     log = task_log(state, "planning")
     actions = state.get("action_history") or []
-    if actions and not actions[-1].get("before_state"):
+    if actions and not state.get("before_state"):
         # route_entry sent us here without verifying: the last action cannot be judged.
         log.event(
             MISSING_BEFORE_STATE,

@@ -31,7 +31,7 @@ async def verification(state: State, runtime: Runtime[Context]) -> dict:
         goal=state["goal"],
         action=last.action,
         step_index=last.step_index,
-        before_state=BeforeState.model_validate(last.before_state),
+        before_state=BeforeState.model_validate(state["before_state"]),
         current_dom=state["dom"],
         current_url=state["url"],
         llm=get_llm(ctx),
