@@ -110,6 +110,9 @@ def main() -> None:
         "--quick", action="store_true", help="20 and 40 tasks of 3 steps, 0.5 s model, SQLite only"
     )
     parser.add_argument(
+        "--databases", default="sqlite,postgres", help="comma-separated: sqlite, postgres"
+    )
+    parser.add_argument(
         "--postgres-url",
         default=os.environ.get(
             "VERILOOP_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/veriloop_test"
@@ -118,7 +121,8 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [100, 200]
     if args.quick:
-        sizes, args.steps, args.latency = [20, 40], 3, 0.5
+        sizes, args.steps, args.latency, args.databases = [20, 40], 3, 0.5, "sqlite"
+    databases = args.databases.split(",")
 
     name, html = mid_size_page()
     print(
@@ -129,16 +133,18 @@ def main() -> None:
     schema = f"bench_{uuid.uuid4().hex[:10]}"
     rounds: list[Round] = []
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            rounds += measure("sqlite", f"sqlite:///{tmp}/bench.sqlite", model, html, sizes, args)
-        if not args.quick:
+        if "sqlite" in databases:
+            with tempfile.TemporaryDirectory() as tmp:
+                url = f"sqlite:///{tmp}/bench.sqlite"
+                rounds += measure("sqlite", url, model, html, sizes, args)
+        if "postgres" in databases:
             with psycopg.connect(args.postgres_url, autocommit=True) as conn:
                 conn.execute(f'CREATE SCHEMA "{schema}"')
             url = f"{args.postgres_url}?options=-csearch_path%3D{schema}"
             rounds += measure("postgres", url, model, html, sizes, args)
     finally:
         model.stop()
-        if not args.quick:
+        if "postgres" in databases:
             with psycopg.connect(args.postgres_url, autocommit=True) as conn:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     small, large = sizes
