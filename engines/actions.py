@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from veriloop.engines.dom_context import hint_words
 from veriloop.engines.step_context import StepContext, ask
-from veriloop.llm.base import StructuredLLM
+from veriloop.llm.base import AsyncStructuredLLM
 from veriloop.prompts.actions import action_messages, rejection_message
 from veriloop.schemas.actions import Action, ActionParseError, parse_action
 from veriloop.schemas.outputs import ActionChoice
@@ -51,8 +51,8 @@ def validate_action(text: str, page_ids: Collection[int]) -> Action:
     return action
 
 
-def choose_action(
-    llm: StructuredLLM,
+async def choose_action(
+    llm: AsyncStructuredLLM,
     now: StepContext,
     *,
     instruction: str,
@@ -69,7 +69,7 @@ def choose_action(
     usage: dict[str, dict] = {}
     rejections: list[str] = []
     for _ in range(ATTEMPTS):
-        answer = ask(llm, "action", messages, ActionChoice)
+        answer = await ask(llm, "action", messages, ActionChoice)
         usage = add_usage(usage, answer.usage)
         if answer.value is None:
             problem = f"not a valid ActionChoice ({answer.error})"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from veriloop.engines.step_context import StepContext, ask
-from veriloop.llm.base import StructuredLLM
+from veriloop.llm.base import AsyncStructuredLLM
 from veriloop.prompts.correction import correction_messages
 from veriloop.schemas.actions import ELEMENT_KINDS, MAX_WAIT_SECONDS, Action
 from veriloop.schemas.outputs import CorrectionChoice
@@ -133,8 +133,8 @@ def strategy_action(
     return action, key
 
 
-def choose_correction(
-    llm: StructuredLLM,
+async def choose_correction(
+    llm: AsyncStructuredLLM,
     now: StepContext,
     *,
     failed_action: Action | None,
@@ -151,7 +151,7 @@ def choose_correction(
         offered=offered_strategies(tried, failed_action),
         tried=tried,
     )
-    answer = ask(llm, "correction", messages, CorrectionChoice)
+    answer = await ask(llm, "correction", messages, CorrectionChoice)
     if answer.value is None:
         return _fallback(tried, f"unusable correction answer ({answer.error})", answer.usage)
     try:

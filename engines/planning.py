@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from veriloop.engines.dom_context import hint_words
 from veriloop.engines.step_context import StepContext, ask
-from veriloop.llm.base import StructuredLLM
+from veriloop.llm.base import AsyncStructuredLLM
 from veriloop.prompts.planning import planning_messages
 from veriloop.schemas.outputs import PlannedStep, PlanOutput
 from veriloop.schemas.plan import Plan, PlanStep, StepStatus, SubTask
@@ -42,18 +42,18 @@ def plan_steps(planned: list[PlannedStep], *, first_number: int = 1) -> list[Pla
     return steps
 
 
-def generate_plan(
-    llm: StructuredLLM, now: StepContext, *, suggestions: list[str]
+async def generate_plan(
+    llm: AsyncStructuredLLM, now: StepContext, *, suggestions: list[str]
 ) -> tuple[Plan, dict[str, dict]]:
     """Ask for a plan; an unusable answer gives a one-step plan (the goal itself), never a completion."""
     messages = planning_messages(now.situation(hints=hint_words(now.goal)), suggestions=suggestions)
-    answer = ask(llm, "planning", messages, PlanOutput)
+    answer = await ask(llm, "planning", messages, PlanOutput)
     planned = answer.value.steps if answer.value else [PlannedStep(description=now.goal)]
     return Plan(goal=now.goal, steps=plan_steps(planned)), answer.usage
 
 
-def plan_next(
-    llm: StructuredLLM,
+async def plan_next(
+    llm: AsyncStructuredLLM,
     now: StepContext,
     *,
     plan: Plan | None,
@@ -77,7 +77,7 @@ def plan_next(
             step_index, sub_task_index = step_index + 1, 0
     generated = plan is None or step_index >= len(plan.steps)
     if generated:
-        plan, usage = generate_plan(llm, now, suggestions=suggestions)
+        plan, usage = await generate_plan(llm, now, suggestions=suggestions)
         step_index, sub_task_index = 0, 0
     plan = _with_step_status(plan, step_index, "in_progress")
     return PlanningOutcome(plan, step_index, sub_task_index, usage, generated)

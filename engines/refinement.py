@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from veriloop.engines.dom_context import hint_words
 from veriloop.engines.step_context import StepContext, ask
-from veriloop.llm.base import StructuredLLM
+from veriloop.llm.base import AsyncStructuredLLM
 from veriloop.prompts.refinement import refinement_messages
 from veriloop.schemas.outputs import RefinedStep
 from veriloop.schemas.plan import PlanStep, SubTask
@@ -20,8 +20,8 @@ class RefinementOutcome:
     usage: dict[str, dict]
 
 
-def refine_step(
-    llm: StructuredLLM, now: StepContext, *, step: PlanStep, sub_task: SubTask | None
+async def refine_step(
+    llm: AsyncStructuredLLM, now: StepContext, *, step: PlanStep, sub_task: SubTask | None
 ) -> RefinementOutcome:
     """Ask for a RefinedStep; an unusable answer falls back to the step's (or sub-task's) own text."""
     objective = sub_task.objective if sub_task else None
@@ -31,7 +31,7 @@ def refine_step(
         expected_outcome=step.expected_outcome,
         sub_task=objective,
     )
-    answer = ask(llm, "refinement", messages, RefinedStep)
+    answer = await ask(llm, "refinement", messages, RefinedStep)
     return RefinementOutcome(
         answer.value or RefinedStep(instruction=objective or step.description), answer.usage
     )

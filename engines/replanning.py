@@ -8,7 +8,7 @@ from typing import Literal
 from veriloop.engines.dom_context import hint_words
 from veriloop.engines.planning import plan_steps
 from veriloop.engines.step_context import StepContext, ask
-from veriloop.llm.base import StructuredLLM
+from veriloop.llm.base import AsyncStructuredLLM
 from veriloop.prompts.replanning import replanning_messages
 from veriloop.schemas.outputs import PlannedStep, PlanValidation
 from veriloop.schemas.plan import Plan
@@ -46,8 +46,8 @@ def modify_remaining_steps(
     return plan.model_copy(update={"steps": [*plan.steps[:step_index], *remaining]})
 
 
-def validate_plan(
-    llm: StructuredLLM, now: StepContext, *, plan: Plan, step_index: int
+async def validate_plan(
+    llm: AsyncStructuredLLM, now: StepContext, *, plan: Plan, step_index: int
 ) -> tuple[PlanValidation, dict[str, dict]]:
     """Ask for a PlanValidation; an unusable answer means "not valid, regenerate"."""
     remaining = plan.steps[step_index:]
@@ -56,7 +56,7 @@ def validate_plan(
         done_steps=[f"- {step.description}" for step in plan.steps[:step_index]],
         remaining_steps=[f"- {step.description}" for step in remaining],
     )
-    answer = ask(llm, "replanning", messages, PlanValidation)
+    answer = await ask(llm, "replanning", messages, PlanValidation)
     if answer.value is None:
         unusable = [f"(plan check unusable: {answer.error})"]
         return PlanValidation(
@@ -65,14 +65,14 @@ def validate_plan(
     return answer.value, answer.usage
 
 
-def replan(
-    llm: StructuredLLM, now: StepContext, *, plan: Plan | None, step_index: int
+async def replan(
+    llm: AsyncStructuredLLM, now: StepContext, *, plan: Plan | None, step_index: int
 ) -> ReplanOutcome:
     """Validate, then modify the remaining steps or leave planning to generate a new plan."""
     if plan is None or step_index >= len(plan.steps):
         validation, usage = PlanValidation(valid=False, minor_modifications_only=False), {}
     else:
-        validation, usage = validate_plan(llm, now, plan=plan, step_index=step_index)
+        validation, usage = await validate_plan(llm, now, plan=plan, step_index=step_index)
     changes = "; ".join(validation.suggested_changes)
     if plan is not None and determine_replan_action(validation) == "modify":
         edited = modify_remaining_steps(plan, step_index, validation.modified_steps)

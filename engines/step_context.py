@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Generic
 
 from veriloop.engines.dom_context import build_dom_context
-from veriloop.llm.base import LLMOutputError, Message, StructuredLLM, T
+from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError, Message, T
 from veriloop.prompts.progress import Situation
 from veriloop.schemas.usage import Purpose
 
@@ -45,12 +45,12 @@ class Answer(Generic[T]):
     error: str | None = None
 
 
-def ask(
-    llm: StructuredLLM, purpose: Purpose, messages: list[Message], schema: type[T]
+async def ask(
+    llm: AsyncStructuredLLM, purpose: Purpose, messages: list[Message], schema: type[T]
 ) -> Answer[T]:
     """One structured call; unusable output (LLMOutputError) becomes an empty answer, LLMUnavailable propagates."""
     try:
-        answer = llm.structured(purpose, messages, schema)
+        answer = await llm.astructured(purpose, messages, schema)
     except LLMOutputError as exc:
         return Answer(None, {}, str(exc))
     return Answer(answer.value, answer.usage_update(purpose))

@@ -7,6 +7,7 @@ from typing import Any
 
 from veriloop.schemas.actions import Action
 from veriloop.schemas.api import TaskStatus
+from veriloop.schemas.observation import BeforeStateSummary
 from veriloop.schemas.records import ActionRecord, ActionSource
 
 
@@ -36,6 +37,10 @@ def finalize_update(
 ) -> dict[str, Any]:
     """The state update closing a run: the history record, the status, and the per-step correction counters.
 
+    ``before_state`` is kept whole in its own field (the next run verifies
+    against it, and the next record replaces it); the history record keeps
+    only its summary, so what a step writes does not grow with the task.
+
     A verified success starts a fresh correction budget for the next step; a
     correction strategy counts against the current step and is remembered so
     it is not offered again.
@@ -44,7 +49,7 @@ def finalize_update(
         step_index=history_length,
         action=str(action),
         thought=thought,
-        before_state=before_state,
+        before_state=BeforeStateSummary.of(before_state) if before_state else None,
         plan_step_index=plan_step_index,
         source=source,
     )
@@ -53,6 +58,7 @@ def finalize_update(
         attempts, tried = attempts + 1, [*tried, correction_strategy]
     return {
         "action_history": [record.model_dump()],
+        "before_state": dict(before_state) if before_state else None,
         "status": task_status(action),
         "correction_attempts": attempts,
         "tried_strategies": tried,

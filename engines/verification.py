@@ -11,6 +11,7 @@ with ``goal_achieved`` unset; a provider outage (LLMUnavailable) propagates.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from veriloop.engines.log import CLIENT_WITNESS_OVERRIDE, LOW_CONFIDENCE_COMPLETION, task_logger
 from veriloop.engines.loop import action_fingerprint
 from veriloop.engines.observation import ObservationList, build_observation_list
-from veriloop.llm.base import LLMOutputError, StructuredLLM
+from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError
 from veriloop.prompts.verification import build_verification_messages
 from veriloop.schemas.observation import BeforeState, ClientObservations
 from veriloop.schemas.outputs import SemanticVerdict
@@ -68,7 +69,7 @@ def _flags(observed: ObservationList) -> dict:
     }
 
 
-def verify_action_with_observations(
+async def verify_action_with_observations(
     *,
     goal: str,
     action: str,
@@ -76,7 +77,7 @@ def verify_action_with_observations(
     before_state: BeforeState,
     current_dom: str,
     current_url: str,
-    llm: StructuredLLM,
+    llm: AsyncStructuredLLM,
     client_observations: ClientObservations | None = None,
     current_active_element: str | None = None,
     sub_task_objective: str | None = None,
@@ -91,8 +92,15 @@ def verify_action_with_observations(
     Raises LLMUnavailable when the provider cannot be reached: the task must stay unchanged.
     """
     log = log or _default_log
-    observed = build_observation_list(
-        before_state, current_dom, current_url, client_observations, current_active_element
+    # Parse, skeleton and diff take ~40 ms on the corpus' slowest 1 MB page: off the event loop,
+    # so other tasks' model calls are not held up behind it.
+    observed = await asyncio.to_thread(
+        build_observation_list,
+        before_state,
+        current_dom,
+        current_url,
+        client_observations,
+        current_active_element,
     )
     # The page the action acted on: the same action there again is a repeat, whatever happens next.
     fingerprint = action_fingerprint(action, before_state)
@@ -128,7 +136,7 @@ def verify_action_with_observations(
 
     messages = build_verification_messages(goal, action, observed.observations, sub_task_objective)
     try:
-        answer = llm.structured("verification", messages, SemanticVerdict)
+        answer = await llm.astructured("verification", messages, SemanticVerdict)
     except LLMOutputError as exc:
         log.warning("verification verdict unusable: %s", exc)
         return outcome(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from langgraph.graph import END, START, StateGraph
 
 from veriloop.context import Context
+from veriloop.graph.bridge import sync_and_async
 from veriloop.graph.routers import (
     route_after_action_generation,
     route_after_correction,
@@ -26,12 +27,12 @@ from veriloop.nodes.verification import verification
 def build_graph() -> StateGraph:
     """The uncompiled graph; compile it with the checkpointer of your choice (thread_id = task id)."""
     builder = StateGraph(State, context_schema=Context, input_schema=InputState)
-    builder.add_node("planning", planning)
-    builder.add_node("step_refinement", step_refinement)
-    builder.add_node("action_generation", action_generation)
-    builder.add_node("verification", verification)
-    builder.add_node("correction", correction)
-    builder.add_node("replanning", replanning)
+    builder.add_node("planning", sync_and_async(planning))
+    builder.add_node("step_refinement", sync_and_async(step_refinement))
+    builder.add_node("action_generation", sync_and_async(action_generation))
+    builder.add_node("verification", sync_and_async(verification))
+    builder.add_node("correction", sync_and_async(correction))
+    builder.add_node("replanning", sync_and_async(replanning))
     builder.add_node("goal_achieved", goal_achieved)
     builder.add_node("finalize", finalize)
 

@@ -13,8 +13,7 @@ from veriloop.nodes.correction import correction_decision
 
 def route_entry(state: State) -> Literal["planning", "verification"]:
     """A previous action with its before_state is verified first; a new task (or no before_state) plans."""
-    actions = state.get("action_history") or []
-    if actions and actions[-1].get("before_state"):
+    if state.get("action_history") and state.get("before_state"):
         return "verification"
     return "planning"
 

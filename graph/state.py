@@ -57,7 +57,9 @@ class State(InputState, total=False):
     correction_strategy: str | None
     """Strategy key correction applied this invocation, e.g. ``alternative_element(170)``; counted by finalize."""
     action_history: Annotated[list[dict[str, Any]], operator.add]
-    """ActionRecord dumps of every action handed to the client, in order."""
+    """ActionRecord dumps of every action handed to the client, in order (page summaries, no skeletons)."""
+    before_state: dict[str, Any] | None
+    """BeforeState dump (with its skeleton) of the page the last action was chosen on; None before the first."""
     verification_result: dict[str, Any] | None
     """VerificationResult dump for the previous action, from this invocation (None when not verified)."""
     verification_history: Annotated[list[dict[str, Any]], operator.add]

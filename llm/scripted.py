@@ -45,7 +45,7 @@ import socket
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -140,8 +140,9 @@ Handler = Callable[[ScriptedRequest], Answer]
 
 class _Server(ThreadingHTTPServer):
     # socketserver's default listen backlog is 5: a burst of concurrent async clients overflows it
-    # and the dropped connects come back only after the kernel's 1 s SYN retransmit.
-    request_queue_size = 128
+    # and the dropped connects come back only after the kernel's 1 s SYN retransmit. 1024 holds a
+    # burst of hundreds of tasks' first calls (the kernel caps it at net.core.somaxconn).
+    request_queue_size = 1024
 
 
 @dataclass
@@ -164,6 +165,8 @@ class ScriptedModelServer:
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
         self._httpd: _Server | None = None
+        self._in_flight = 0
+        self._peak_in_flight = 0
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -239,6 +242,7 @@ class ScriptedModelServer:
             self._requests.clear()
             self._unscripted.clear()
             self._errors.clear()
+            self._peak_in_flight = self._in_flight
 
     @property
     def requests(self) -> list[ScriptedRequest]:
@@ -263,6 +267,12 @@ class ScriptedModelServer:
         with self._lock:
             return sum(1 for r in self._requests if purpose is None or r.purpose == purpose)
 
+    @property
+    def peak_in_flight(self) -> int:
+        """The most chat completion requests being answered at once (since start or the last reset)."""
+        with self._lock:
+            return self._peak_in_flight
+
     def pending(self, purpose: str | None = None) -> int:
         """Queued answers not yet consumed (for ``purpose`` or in total)."""
         with self._lock:
@@ -274,6 +284,17 @@ class ScriptedModelServer:
     def _record(self, request: ScriptedRequest) -> None:
         with self._lock:
             self._requests.append(request)
+
+    @contextlib.contextmanager
+    def _answering(self) -> Iterator[None]:
+        with self._lock:
+            self._in_flight += 1
+            self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight -= 1
 
     def _next_answer(self, request: ScriptedRequest) -> tuple[bool, Answer]:
         """(found, answer) for a request: its queue first, then its handler, then the catch-all."""
@@ -350,6 +371,10 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 return
             request = _parse_request(body, {k.lower(): v for k, v in self.headers.items()})
             server._record(request)
+            with server._answering():
+                self._respond(request, body)
+
+        def _respond(self, request: ScriptedRequest, body: dict) -> None:
             if server.reject_json_schema and request.response_format_type == "json_schema":
                 self._send_error(
                     400,

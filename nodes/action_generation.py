@@ -12,10 +12,10 @@ from veriloop.llm import get_llm
 from veriloop.nodes.support import page_state, step_context, task_log
 
 
-def action_generation(state: State, runtime: Runtime[Context]) -> dict:
+async def action_generation(state: State, runtime: Runtime[Context]) -> dict:
     """Choose the action; keep the page state it is chosen on (finalize records it as before_state)."""
     ctx = runtime.context or Context()
-    outcome = choose_action(
+    outcome = await choose_action(
         get_llm(ctx),
         step_context(state, ctx),
         instruction=state.get("refined_instruction") or state["goal"],

@@ -29,7 +29,7 @@ def correction_decision(state: State, ctx: Context) -> CorrectionDecision:
     )
 
 
-def correction(state: State, runtime: Runtime[Context]) -> dict:
+async def correction(state: State, runtime: Runtime[Context]) -> dict:
     """Apply the decision: a strategy's action, fail("reason"), or leave it to replanning."""
     ctx = runtime.context or Context()
     log = task_log(state, "correction")
@@ -50,7 +50,7 @@ def correction(state: State, runtime: Runtime[Context]) -> dict:
     problem = (
         "no valid action could be chosen" if failed is None else "the last action did not work"
     )
-    outcome = choose_correction(
+    outcome = await choose_correction(
         get_llm(ctx),
         step_context(state, ctx),
         failed_action=failed,

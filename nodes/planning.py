@@ -14,12 +14,12 @@ from veriloop.llm import get_llm
 from veriloop.nodes.support import plan_of, step_context, task_log
 
 
-def planning(state: State, runtime: Runtime[Context]) -> dict:
+async def planning(state: State, runtime: Runtime[Context]) -> dict:
     """Plan (or advance the plan) for this invocation."""
     ctx = runtime.context or Context()
     log = task_log(state, "planning")
     actions = state.get("action_history") or []
-    if actions and not actions[-1].get("before_state"):
+    if actions and not state.get("before_state"):
         # route_entry sent us here without verifying: the last action cannot be judged.
         log.event(
             MISSING_BEFORE_STATE,
@@ -28,7 +28,7 @@ def planning(state: State, runtime: Runtime[Context]) -> dict:
         )
     plan = plan_of(state)
     validation = state.get("plan_validation") or {}
-    outcome = plan_next(
+    outcome = await plan_next(
         get_llm(ctx),
         step_context(state, ctx),
         plan=plan,

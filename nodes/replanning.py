@@ -11,10 +11,10 @@ from veriloop.llm import get_llm
 from veriloop.nodes.support import plan_of, step_context, task_log
 
 
-def replanning(state: State, runtime: Runtime[Context]) -> dict:
+async def replanning(state: State, runtime: Runtime[Context]) -> dict:
     """Spend one replan of the task budget; the step gets a fresh correction budget."""
     ctx = runtime.context or Context()
-    outcome = replan(
+    outcome = await replan(
         get_llm(ctx),
         step_context(state, ctx),
         plan=plan_of(state),

@@ -12,14 +12,14 @@ from veriloop.llm import get_llm
 from veriloop.nodes.support import plan_of, step_context
 
 
-def step_refinement(state: State, runtime: Runtime[Context]) -> dict:
+async def step_refinement(state: State, runtime: Runtime[Context]) -> dict:
     """Refine the current plan step (and sub-task) into an instruction."""
     ctx = runtime.context or Context()
     plan = plan_of(state)
     if plan is None:
         raise RuntimeError("step_refinement needs a plan: planning or replanning runs first")
     step_index = state.get("current_step_index", 0)
-    outcome = refine_step(
+    outcome = await refine_step(
         get_llm(ctx),
         step_context(state, ctx),
         step=plan.steps[step_index],

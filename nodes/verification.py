@@ -18,7 +18,7 @@ from veriloop.schemas.observation import BeforeState, ClientObservations
 from veriloop.schemas.records import ActionRecord
 
 
-def verification(state: State, runtime: Runtime[Context]) -> dict:
+async def verification(state: State, runtime: Runtime[Context]) -> dict:
     """Verify the last action against this observation (route_entry only comes here with a before_state)."""
     ctx = runtime.context or Context()
     last = ActionRecord.model_validate(state["action_history"][-1])
@@ -27,11 +27,11 @@ def verification(state: State, runtime: Runtime[Context]) -> dict:
     sub_task_index = state.get("current_sub_task_index", 0)
     sub_task = current_sub_task(plan, step_index, sub_task_index)
     client = state.get("client_observations")
-    outcome = verify_action_with_observations(
+    outcome = await verify_action_with_observations(
         goal=state["goal"],
         action=last.action,
         step_index=last.step_index,
-        before_state=BeforeState.model_validate(last.before_state),
+        before_state=BeforeState.model_validate(state["before_state"]),
         current_dom=state["dom"],
         current_url=state["url"],
         llm=get_llm(ctx),

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from veriloop.schemas.base import WireModel
-from veriloop.schemas.observation import Observation
+from veriloop.schemas.observation import BeforeStateSummary, Observation
 from veriloop.schemas.plan import Plan
 from veriloop.schemas.plan_run import PlanRunReport, ReviewDecision, RunStatus
 from veriloop.schemas.records import ActionSource
@@ -63,18 +63,6 @@ class TaskSummary(WireModel):
     step_index: int = Field(description="stepIndex of the task's latest answer.")
     created_at: str = Field(description="ISO 8601, UTC.")
     updated_at: str = Field(description="ISO 8601, UTC.")
-
-
-class BeforeStateSummary(WireModel):
-    """The page an action was chosen on, without the skeleton itself."""
-
-    url: str
-    dom_hash: str
-    active_element: str | None = None
-    skeleton_elements: int | None = Field(
-        default=None,
-        description="Elements in the semantic skeleton; None when it was not extracted.",
-    )
 
 
 class ActionSummary(WireModel):

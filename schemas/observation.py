@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field
@@ -67,3 +68,28 @@ class BeforeState(WireModel):
     semantic_skeleton: dict[str, Any] | None = Field(
         default=None, description="Interactive elements and alerts; None when extraction failed."
     )
+
+
+class BeforeStateSummary(WireModel):
+    """The page an action was chosen on, without the skeleton itself (what a history record keeps)."""
+
+    url: str
+    dom_hash: str
+    active_element: str | None = None
+    skeleton_elements: int | None = Field(
+        default=None,
+        description="Elements in the semantic skeleton; None when it was not extracted.",
+    )
+
+    @classmethod
+    def of(cls, before_state: Mapping[str, Any]) -> BeforeStateSummary:
+        """The summary of a BeforeState dump (or of a summary: records of older tasks carry either)."""
+        skeleton = before_state.get("semantic_skeleton")
+        return cls(
+            url=before_state["url"],
+            dom_hash=before_state["dom_hash"],
+            active_element=before_state.get("active_element"),
+            skeleton_elements=len(skeleton.get("elements", []))
+            if isinstance(skeleton, dict)
+            else before_state.get("skeleton_elements"),
+        )

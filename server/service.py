@@ -275,17 +275,7 @@ def _pinned(task_id: str, checkpoint_id: str | None) -> dict[str, Any]:
 
 def _action_summary(record: dict[str, Any]) -> ActionSummary:
     before = record.get("before_state")
-    summary = None
-    if before:
-        skeleton = before.get("semantic_skeleton")
-        summary = BeforeStateSummary(
-            url=before["url"],
-            dom_hash=before["dom_hash"],
-            active_element=before.get("active_element"),
-            skeleton_elements=len(skeleton.get("elements", []))
-            if isinstance(skeleton, dict)
-            else None,
-        )
+    summary = BeforeStateSummary.of(before) if before else None
     return ActionSummary(
         step_index=record["step_index"],
         action=record["action"],

@@ -56,3 +56,9 @@ def scripted_model(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedModelSer
     finally:
         server.stop()
         clear_llm_cache()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests (``pytest.mark.anyio``) run on asyncio, as the service does."""
+    return "asyncio"

@@ -15,6 +15,8 @@ from veriloop.llm import LLMUnavailable
 from veriloop.llm.scripted import Fail, Refusal
 from veriloop.schemas import ClientObservations, SemanticVerdict
 
+pytestmark = pytest.mark.anyio
+
 URL = "https://clinic.example/patients/new"
 GOAL = "Add a patient named Jas"
 
@@ -37,7 +39,7 @@ def events(caplog, name: str) -> list[logging.LogRecord]:
 def verify(page, llm):
     """Verify click(14) chosen on the unchanged form against ``after`` (keyword overrides pass through)."""
 
-    def run(after: str | None = None, **kwargs):
+    async def run(after: str | None = None, **kwargs):
         arguments = {
             "goal": GOAL,
             "action": "click(14)",
@@ -48,7 +50,7 @@ def verify(page, llm):
             "llm": llm,
             **kwargs,
         }
-        return verify_action_with_observations(**arguments)
+        return await verify_action_with_observations(**arguments)
 
     return run
 
@@ -89,8 +91,8 @@ def test_engine_defaults_match_the_context_defaults():
 # --- deterministic failure: nothing changed -------------------------------------------------
 
 
-def test_nothing_changed_fails_without_a_model_call(verify, scripted_model):
-    outcome = verify()
+async def test_nothing_changed_fails_without_a_model_call(verify, scripted_model):
+    outcome = await verify()
     result = outcome.result
     assert scripted_model.calls("verification") == 0
     assert (result.success, result.confidence, result.goal_achieved) == (False, 0.2, None)
@@ -100,40 +102,40 @@ def test_nothing_changed_fails_without_a_model_call(verify, scripted_model):
     assert "URL did not change" in result.reason
 
 
-def test_ticker_only_change_fails_without_a_model_call(verify, page, scripted_model):
-    result = verify(page(ticker="12:00:09", quote="Cut once.")).result
+async def test_ticker_only_change_fails_without_a_model_call(verify, page, scripted_model):
+    result = (await verify(page(ticker="12:00:09", quote="Cut once."))).result
     assert scripted_model.calls("verification") == 0
     assert (result.success, result.confidence, result.goal_achieved) == (False, 0.2, None)
     assert result.meaningful_content_change is False
 
 
-def test_witness_only_change_reaches_the_model_and_logs_the_override(
+async def test_witness_only_change_reaches_the_model_and_logs_the_override(
     verify, scripted_model, caplog
 ):
     caplog.set_level(logging.INFO, logger="veriloop")
     scripted_model.script("verification", verdict(action_succeeded=False, confidence=0.8))
-    outcome = verify(client_observations=ClientObservations(did_network_occur=True))
+    outcome = await verify(client_observations=ClientObservations(did_network_occur=True))
     assert scripted_model.calls("verification") == 1
     assert events(caplog, CLIENT_WITNESS_OVERRIDE)
     assert outcome.result.model_called is True
     assert "Background network activity detected" in scripted_model.requests[0].text
 
 
-def test_a_real_change_does_not_log_the_override(verify, page, scripted_model, caplog):
+async def test_a_real_change_does_not_log_the_override(verify, page, scripted_model, caplog):
     caplog.set_level(logging.INFO, logger="veriloop")
     scripted_model.script("verification", verdict())
-    verify(page(button="Saved"), client_observations=ClientObservations(did_dom_mutate=True))
+    await verify(page(button="Saved"), client_observations=ClientObservations(did_dom_mutate=True))
     assert not events(caplog, CLIENT_WITNESS_OVERRIDE)
 
 
 # --- the semantic verdict ---------------------------------------------------------------------
 
 
-def test_step_succeeded_but_goal_not_done(verify, page, scripted_model):
+async def test_step_succeeded_but_goal_not_done(verify, page, scripted_model):
     scripted_model.script(
         "verification", verdict(action_succeeded=True, task_completed=False, confidence=0.9)
     )
-    outcome = verify(page(button="Saved"))
+    outcome = await verify(page(button="Saved"))
     result = outcome.result
     assert (
         result.success,
@@ -154,33 +156,33 @@ def test_step_succeeded_but_goal_not_done(verify, page, scripted_model):
     assert outcome.page_state == capture_page_state(URL, page(button="Saved"))
 
 
-def test_completion_at_medium_confidence_finishes_and_is_logged(
+async def test_completion_at_medium_confidence_finishes_and_is_logged(
     verify, page, scripted_model, caplog
 ):
     caplog.set_level(logging.INFO, logger="veriloop")
     scripted_model.script("verification", verdict(task_completed=True, confidence=0.75))
-    result = verify(page(alert="Patient saved")).result
+    result = (await verify(page(alert="Patient saved"))).result
     assert result.goal_achieved is True
     assert events(caplog, LOW_CONFIDENCE_COMPLETION)
 
 
 @pytest.mark.parametrize(("confidence", "success"), [(0.69, False), (0.70, True)])
-def test_success_threshold(verify, page, scripted_model, confidence, success):
+async def test_success_threshold(verify, page, scripted_model, confidence, success):
     scripted_model.script(
         "verification", verdict(action_succeeded=True, task_completed=True, confidence=confidence)
     )
-    result = verify(page(button="Saved")).result
+    result = (await verify(page(button="Saved"))).result
     assert result.success is success
     assert result.goal_achieved is success
 
 
-def test_thresholds_come_from_the_caller(verify, page, scripted_model):
+async def test_thresholds_come_from_the_caller(verify, page, scripted_model):
     scripted_model.script("verification", verdict(task_completed=True, confidence=0.8))
-    result = verify(page(button="Saved"), success_threshold=0.9, goal_threshold=0.9).result
+    result = (await verify(page(button="Saved"), success_threshold=0.9, goal_threshold=0.9)).result
     assert (result.success, result.goal_achieved) == (False, False)
 
 
-def test_routing_fields_not_reason_words_decide(verify, page, scripted_model):
+async def test_routing_fields_not_reason_words_decide(verify, page, scripted_model):
     # Pitfalls 1 and 2: the reason's wording never completes or blocks a task.
     scripted_model.script(
         "verification",
@@ -193,26 +195,28 @@ def test_routing_fields_not_reason_words_decide(verify, page, scripted_model):
             task_completed=True, action_succeeded=True, confidence=0.95, reason="failed? not sure"
         ),
     )
-    assert verify(page(button="Saved")).result.goal_achieved is False
-    assert verify(page(button="Saved")).result.goal_achieved is True
+    assert (await verify(page(button="Saved"))).result.goal_achieved is False
+    assert (await verify(page(button="Saved"))).result.goal_achieved is True
 
 
-def test_semantic_summary_is_the_first_300_characters_of_the_reason(verify, page, scripted_model):
+async def test_semantic_summary_is_the_first_300_characters_of_the_reason(
+    verify, page, scripted_model
+):
     reason = "The patient record was saved. " * 20
     scripted_model.script("verification", verdict(reason=reason))
-    result = verify(page(button="Saved")).result
+    result = (await verify(page(button="Saved"))).result
     assert result.reason == reason
     assert result.semantic_summary == reason[:300]
 
 
-def test_failure_category_and_impossible_pass_through(verify, page, scripted_model):
+async def test_failure_category_and_impossible_pass_through(verify, page, scripted_model):
     scripted_model.script(
         "verification",
         verdict(
             action_succeeded=False, confidence=0.9, failure_category="blocked_auth", impossible=True
         ),
     )
-    result = verify(page(alert="Please sign in to add patients")).result
+    result = (await verify(page(alert="Please sign in to add patients"))).result
     assert (result.success, result.failure_category, result.impossible) == (
         False,
         "blocked_auth",
@@ -220,24 +224,24 @@ def test_failure_category_and_impossible_pass_through(verify, page, scripted_mod
     )
 
 
-def test_sub_task_objective_is_shown_and_its_verdict_kept(verify, page, scripted_model):
+async def test_sub_task_objective_is_shown_and_its_verdict_kept(verify, page, scripted_model):
     scripted_model.script(
         "verification", verdict(sub_task_completed=True), verdict(sub_task_completed=True)
     )
-    with_sub_task = verify(
-        page(button="Saved"), sub_task_objective="Open the new-patient form"
+    with_sub_task = (
+        await verify(page(button="Saved"), sub_task_objective="Open the new-patient form")
     ).result
     assert with_sub_task.sub_task_completed is True
     assert (
         "Current sub-task objective: Open the new-patient form" in scripted_model.requests[0].text
     )
     # A flat plan has no sub-task: a stray flag from the model is not kept.
-    assert verify(page(button="Saved")).result.sub_task_completed is None
+    assert (await verify(page(button="Saved"))).result.sub_task_completed is None
 
 
-def test_the_prompt_carries_observations_not_the_dom(verify, page, scripted_model):
+async def test_the_prompt_carries_observations_not_the_dom(verify, page, scripted_model):
     scripted_model.script("verification", verdict())
-    verify(page(button="Saved", quote="UNIQUE-FOOTER-TEXT"))
+    await verify(page(button="Saved", quote="UNIQUE-FOOTER-TEXT"))
     request = scripted_model.requests[0]
     assert request.purpose == "verification"
     assert "Element '14' changed 'text' from 'Save' to 'Saved'" in request.text
@@ -258,11 +262,11 @@ def test_the_prompt_carries_observations_not_the_dom(verify, page, scripted_mode
         Refusal(),
     ],
 )
-def test_unusable_model_output_is_a_failed_verification_that_never_completes(
+async def test_unusable_model_output_is_a_failed_verification_that_never_completes(
     verify, page, scripted_model, bad_answer
 ):
     scripted_model.script("verification", bad_answer)
-    outcome = verify(page(button="Saved"))
+    outcome = await verify(page(button="Saved"))
     result = outcome.result
     assert scripted_model.calls("verification") == 1
     assert (result.success, result.goal_achieved, result.task_completed) == (False, None, False)
@@ -272,26 +276,26 @@ def test_unusable_model_output_is_a_failed_verification_that_never_completes(
     assert outcome.page_state.semantic_skeleton is not None
 
 
-def test_provider_outage_propagates(verify, page, scripted_model):
+async def test_provider_outage_propagates(verify, page, scripted_model):
     scripted_model.script("verification", Fail(status=503))
     with pytest.raises(LLMUnavailable):
-        verify(page(button="Saved"))
+        await verify(page(button="Saved"))
 
 
 # --- loop memory --------------------------------------------------------------------------------
 
 
-def test_repeated_action_on_an_unchanged_page_is_flagged(verify, page, scripted_model):
+async def test_repeated_action_on_an_unchanged_page_is_flagged(verify, page, scripted_model):
     start = capture_page_state(URL, page())
-    first = verify(before_state=start)
+    first = await verify(before_state=start)
     assert first.result.repeated_action is False
     assert first.fingerprint == action_fingerprint("click(14)", start)
     # The correction tried the same click on the same page (the ticker moved; the skeleton did not).
-    again = verify(
+    again = await verify(
         before_state=capture_page_state(URL, page(ticker="12:30:00")),
         seen_fingerprints=[first.fingerprint],
     )
     assert again.result.repeated_action is True
-    other = verify(action="click(13)", seen_fingerprints=[first.fingerprint])
+    other = await verify(action="click(13)", seen_fingerprints=[first.fingerprint])
     assert other.result.repeated_action is False
     assert scripted_model.calls("verification") == 0

@@ -103,3 +103,14 @@ def test_public_names_are_exported_lazily():
     )
     with pytest.raises(AttributeError):
         veriloop.no_such_name  # noqa: B018
+
+
+def test_step_works_where_an_event_loop_is_already_running(agent, happy, observe):
+    """A notebook cell calls the sync API inside a running loop: the async node bodies still run."""
+
+    async def cell() -> str:
+        first = agent.step(observe("patients", query=GOAL))
+        return agent.step(observe("patient_form", task_id=first.task_id)).action
+
+    assert asyncio.run(cell()) == 'setValue(5, "Jas")'
+    assert happy.calls("verification") == 1

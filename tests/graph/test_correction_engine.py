@@ -18,6 +18,8 @@ from veriloop.engines.step_context import StepContext
 from veriloop.llm import get_llm
 from veriloop.schemas import CorrectionChoice, parse_action
 
+pytestmark = pytest.mark.anyio
+
 URL = "http://clinic.test/patients/new"
 PAGE_IDS = {1, 2, 5, 6, 7, 8}
 
@@ -94,7 +96,7 @@ def test_offered_list_drops_what_was_tried():
     assert not any(line.startswith("alternative_element") for line in offered_strategies([], None))
 
 
-def test_a_repeated_choice_falls_back_to_the_next_delayed_retry(scripted_model, page):
+async def test_a_repeated_choice_falls_back_to_the_next_delayed_retry(scripted_model, page):
     scripted_model.script("correction", CorrectionChoice(strategy="refresh_page", thought="reload"))
     now = StepContext(
         goal="Add a patient named Jas",
@@ -102,7 +104,7 @@ def test_a_repeated_choice_falls_back_to_the_next_delayed_retry(scripted_model, 
         dom=page("patient_form"),
         verification={"success": False, "confidence": 0.2, "observations": ["URL did not change"]},
     )
-    outcome = choose_correction(
+    outcome = await choose_correction(
         get_llm(Context()),
         now,
         failed_action=parse_action("click(7)"),
@@ -116,9 +118,9 @@ def test_a_repeated_choice_falls_back_to_the_next_delayed_retry(scripted_model, 
     assert "- refresh_page" not in prompt
 
 
-def test_garbage_correction_answer_falls_back(scripted_model, page):
+async def test_garbage_correction_answer_falls_back(scripted_model, page):
     scripted_model.script("correction", "nonsense")
-    outcome = choose_correction(
+    outcome = await choose_correction(
         get_llm(Context()),
         StepContext(goal="g", url=URL, dom=page("patient_form")),
         failed_action=None,

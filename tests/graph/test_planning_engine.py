@@ -16,10 +16,12 @@ from veriloop.llm import get_llm
 from veriloop.prompts.progress import CONTINUATION_SENTENCE
 from veriloop.schemas import PlannedStep, PlanOutput
 
+pytestmark = pytest.mark.anyio
+
 GOAL = "Add a patient named Jas"
 
 
-def _plan_next(page, goal=GOAL, verification=None, **overrides):
+async def _plan_next(page, goal=GOAL, verification=None, **overrides):
     now = StepContext(
         goal=goal,
         url="http://clinic.test/patients",
@@ -28,10 +30,10 @@ def _plan_next(page, goal=GOAL, verification=None, **overrides):
     )
     args = dict(plan=None, step_index=0, sub_task_index=0, verified_step_index=None, suggestions=[])
     args.update(overrides)
-    return plan_next(get_llm(Context()), now, **args)
+    return await plan_next(get_llm(Context()), now, **args)
 
 
-def test_generates_a_plan_with_ids_and_sub_tasks(scripted_model, page):
+async def test_generates_a_plan_with_ids_and_sub_tasks(scripted_model, page):
     scripted_model.script(
         "planning",
         PlanOutput(
@@ -41,7 +43,7 @@ def test_generates_a_plan_with_ids_and_sub_tasks(scripted_model, page):
             ]
         ),
     )
-    outcome = _plan_next(page, goal="Add patients Jas and then Kim")
+    outcome = await _plan_next(page, goal="Add patients Jas and then Kim")
     plan = outcome.plan
     assert outcome.generated and outcome.usage["planning"]["calls"] == 1
     assert [s.id for s in plan.steps] == ["step-1", "step-2"]
@@ -52,14 +54,14 @@ def test_generates_a_plan_with_ids_and_sub_tasks(scripted_model, page):
     assert "New patient" in prompt  # grounded on the page excerpt
 
 
-def test_keeps_the_plan_and_advances_after_a_verified_success(scripted_model, page):
+async def test_keeps_the_plan_and_advances_after_a_verified_success(scripted_model, page):
     scripted_model.script(
         "planning",
         PlanOutput(steps=[PlannedStep(description="Open form"), PlannedStep(description="Save")]),
     )
-    first = _plan_next(page)
+    first = await _plan_next(page)
     success = {"success": True, "task_completed": False, "confidence": 0.9, "step_index": 0}
-    second = _plan_next(page, plan=first.plan, verification=success, verified_step_index=0)
+    second = await _plan_next(page, plan=first.plan, verification=success, verified_step_index=0)
     assert not second.generated and second.step_index == 1
     assert (
         second.plan.steps[0].status == "completed" and second.plan.steps[1].status == "in_progress"
@@ -68,53 +70,51 @@ def test_keeps_the_plan_and_advances_after_a_verified_success(scripted_model, pa
     # A failed verification, or a success of an action chosen for another step, does not advance.
     failed = {**success, "success": False}
     assert (
-        _plan_next(page, plan=first.plan, verification=failed, verified_step_index=0).step_index
-        == 0
-    )
+        await _plan_next(page, plan=first.plan, verification=failed, verified_step_index=0)
+    ).step_index == 0
     assert (
-        _plan_next(
+        await _plan_next(
             page, plan=second.plan, step_index=1, verification=success, verified_step_index=0
-        ).step_index
-        == 1
-    )
+        )
+    ).step_index == 1
 
 
-def test_continuation_sentence_only_when_the_action_succeeded_but_the_goal_is_open(
+async def test_continuation_sentence_only_when_the_action_succeeded_but_the_goal_is_open(
     scripted_model, page
 ):
     scripted_model.on("planning", lambda req: PlanOutput(steps=[PlannedStep(description="Next")]))
     ok = {"success": True, "action_succeeded": True, "task_completed": False, "confidence": 0.9}
-    _plan_next(page, verification=ok)
-    _plan_next(page, verification={**ok, "success": False, "action_succeeded": False})
+    await _plan_next(page, verification=ok)
+    await _plan_next(page, verification={**ok, "success": False, "action_succeeded": False})
     first, second = scripted_model.requests
     assert CONTINUATION_SENTENCE in first.text
     assert CONTINUATION_SENTENCE not in second.text
 
 
-def test_a_plan_that_ran_out_is_regenerated(scripted_model, page):
+async def test_a_plan_that_ran_out_is_regenerated(scripted_model, page):
     scripted_model.script("planning", PlanOutput(steps=[PlannedStep(description="Only step")]))
     scripted_model.script("planning", PlanOutput(steps=[PlannedStep(description="Fresh step")]))
-    first = _plan_next(page)
+    first = await _plan_next(page)
     success = {"success": True, "task_completed": False, "confidence": 0.9}
-    again = _plan_next(page, plan=first.plan, verification=success, verified_step_index=0)
+    again = await _plan_next(page, plan=first.plan, verification=success, verified_step_index=0)
     assert again.generated and again.step_index == 0
     assert again.plan.steps[0].description == "Fresh step"
 
 
 @pytest.mark.parametrize("answer", ["not json at all", '{"steps": []}'])
-def test_unusable_plan_answer_gives_a_one_step_plan(scripted_model, page, answer):
+async def test_unusable_plan_answer_gives_a_one_step_plan(scripted_model, page, answer):
     scripted_model.script("planning", answer)
-    outcome = _plan_next(page)
+    outcome = await _plan_next(page)
     assert [s.description for s in outcome.plan.steps] == [GOAL]
     assert outcome.usage == {}
 
 
-def test_sub_tasks_advance_fail_and_complete_the_plan(scripted_model, page):
+async def test_sub_tasks_advance_fail_and_complete_the_plan(scripted_model, page):
     scripted_model.script(
         "planning",
         PlanOutput(steps=[PlannedStep(description="Add Jas", sub_tasks=["Open form", "Save"])]),
     )
-    plan = _plan_next(page).plan
+    plan = (await _plan_next(page)).plan
     assert current_sub_task(plan, 0, 0).objective == "Open form"
     # Not confident enough: nothing changes.
     same = apply_sub_task_verdict(

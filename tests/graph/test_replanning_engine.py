@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from veriloop.context import Context
 from veriloop.engines.planning import plan_steps
 from veriloop.engines.replanning import determine_replan_action, replan
 from veriloop.engines.step_context import StepContext
 from veriloop.llm import get_llm
 from veriloop.schemas import Plan, PlannedStep, PlanValidation
+
+pytestmark = pytest.mark.anyio
 
 PLAN = Plan(
     goal="Add a patient named Jas",
@@ -32,7 +36,7 @@ def test_determine_replan_action_ignores_the_change_text():
     assert determine_replan_action(major) == "regenerate"
 
 
-def _replan(page, step_index=1):
+async def _replan(page, step_index=1):
     now = StepContext(
         goal=PLAN.goal,
         url="http://clinic.test/patients/new",
@@ -40,10 +44,10 @@ def _replan(page, step_index=1):
         verification={"success": False, "confidence": 0.3},
         history=["1. click(4) -> worked", '2. setValue(5, "Jas") -> failed'],
     )
-    return replan(get_llm(Context()), now, plan=PLAN, step_index=step_index)
+    return await replan(get_llm(Context()), now, plan=PLAN, step_index=step_index)
 
 
-def test_minor_modifications_edit_the_remaining_steps_in_place(scripted_model, page):
+async def test_minor_modifications_edit_the_remaining_steps_in_place(scripted_model, page):
     scripted_model.script(
         "replanning",
         PlanValidation(
@@ -56,7 +60,7 @@ def test_minor_modifications_edit_the_remaining_steps_in_place(scripted_model, p
             ],
         ),
     )
-    outcome = _replan(page)
+    outcome = await _replan(page)
     assert outcome.result.plan_modified and not outcome.result.plan_regenerated
     assert [s.description for s in outcome.plan.steps] == [
         "Open form",
@@ -69,16 +73,16 @@ def test_minor_modifications_edit_the_remaining_steps_in_place(scripted_model, p
     assert "Remaining steps (the first is the stuck one):\n- Type Jas\n- Save" in prompt
 
 
-def test_anything_else_regenerates(scripted_model, page):
+async def test_anything_else_regenerates(scripted_model, page):
     scripted_model.script(
         "replanning", PlanValidation(valid=False, minor_modifications_only=False), "garbage"
     )
-    regenerated = _replan(page)
+    regenerated = await _replan(page)
     assert (
         regenerated.plan is None
         and regenerated.result.plan_regenerated
         and regenerated.step_index == 0
     )
-    unusable = _replan(page)
+    unusable = await _replan(page)
     assert unusable.plan is None and unusable.result.plan_regenerated
     assert not unusable.validation.minor_modifications_only

@@ -32,27 +32,20 @@ TEXTS = [
 ]
 
 
-def _history(n: int, before_state: bool = True) -> list[dict]:
-    return [
-        {
-            "step_index": i,
-            "action": "click(4)",
-            "before_state": {"url": "u", "dom_hash": "h"} if before_state else None,
-        }
-        for i in range(n)
-    ]
+def _history(n: int) -> list[dict]:
+    return [{"step_index": i, "action": "click(4)"} for i in range(n)]
 
 
 @pytest.mark.parametrize(
-    ("history", "expected"),
+    ("history", "before_state", "expected"),
     [
-        ([], "planning"),
-        (_history(2), "verification"),
-        (_history(2, before_state=False), "planning"),
+        ([], None, "planning"),
+        (_history(2), {"url": "u", "dom_hash": "h"}, "verification"),
+        (_history(2), None, "planning"),
     ],
 )
-def test_route_entry(history, expected):
-    assert route_entry({"action_history": history}) == expected
+def test_route_entry(history, before_state, expected):
+    assert route_entry({"action_history": history, "before_state": before_state}) == expected
 
 
 @pytest.mark.parametrize(

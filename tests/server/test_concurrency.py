@@ -91,3 +91,20 @@ def test_waiting_past_the_lock_timeout_answers_409_and_changes_nothing(
         assert "send it again" in busy.json()["detail"]
         assert read_head(sqlite_settings.database_url, task_id) == before
         assert slow.result().json()["stepIndex"] == 1
+
+
+def test_one_process_keeps_every_task_model_call_in_flight(api, scripted_model, playbook):
+    """The nodes run on the event loop, not in the default thread pool (min(32, CPUs + 4) threads)."""
+    tasks = 40
+    scripted_model.on("planning", lambda request: Delay(0.5, playbook(request)))
+
+    def start(n: int):
+        return api.client().interact(observation(4, 0, query=goal(4, 2)))
+
+    started = time.monotonic()
+    responses = concurrently(start, list(range(tasks)))
+    elapsed = time.monotonic() - started
+
+    assert [r.status_code for r in responses] == [200] * tasks
+    assert scripted_model.peak_in_flight == tasks
+    assert elapsed < 4, f"{tasks} delayed plans took {elapsed:.1f} s: the model calls queued"

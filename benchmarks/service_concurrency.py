@@ -1,0 +1,164 @@
+"""How many tasks one service process keeps in flight when the model, not the process, is the wait.
+
+One ``veriloop serve`` process (uvicorn on loopback, one worker) on SQLite, then
+on PostgreSQL; the model is the scripted loopback server answering every call
+after ``--latency`` seconds (default 1 s). 100, then 200, tasks of
+``--steps`` steps each run at once over HTTP (one async client, one connection
+per task); the model server counts the calls it is answering at the same time.
+The page is the median-size page of the shared HTML corpus with a counter
+button, so every step is a real verification plus a real next action.
+
+The time the model alone needs is a task's model calls, one after another:
+(model calls at the server / tasks) x latency. A process that holds every task
+in flight finishes in about that time; one that queues tasks behind a thread
+pool takes a multiple of it.
+
+    python -m benchmarks.service_concurrency [--latency 1.0] [--steps 5] [--quick] [--postgres-url URL]
+
+Last line: ``RESULT peak_inflight_ratio_100=<peak/100> wall_over_model_bound_100=<..>
+wall_over_model_bound_200=<..>`` (the worse of SQLite and PostgreSQL for each figure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+
+import httpx
+import psycopg
+
+from benchmarks.service_overhead import ServiceProcess, answer, mid_size_page, observation
+from veriloop.llm.scripted import ANY_PURPOSE, Delay, ScriptedModelServer
+
+
+@dataclass(frozen=True)
+class Round:
+    """One burst of concurrent tasks against one service."""
+
+    database: str
+    tasks: int
+    wall_s: float
+    model_calls: int
+    peak_in_flight: int
+    latency_s: float
+
+    @property
+    def model_bound_s(self) -> float:
+        """The model's own time for one task: its calls one after another."""
+        return self.model_calls / self.tasks * self.latency_s
+
+    @property
+    def wall_over_model_bound(self) -> float:
+        return self.wall_s / self.model_bound_s
+
+    def line(self) -> str:
+        return (
+            f"{self.database:8s} {self.tasks:3d} tasks: wall {self.wall_s:6.2f} s, model bound "
+            f"{self.model_bound_s:5.2f} s ({self.model_calls / self.tasks:.1f} calls/task) -> "
+            f"x{self.wall_over_model_bound:.2f}; peak in flight {self.peak_in_flight} "
+            f"({self.peak_in_flight / self.tasks:.2f} per task)"
+        )
+
+
+async def run_tasks(base_url: str, html: str, tasks: int, steps: int) -> float:
+    """Wall time of ``tasks`` concurrent tasks of ``steps`` steps each."""
+    limits = httpx.Limits(max_connections=tasks, max_keepalive_connections=tasks)
+    async with httpx.AsyncClient(base_url=base_url, timeout=600, limits=limits) as client:
+
+        async def task() -> None:
+            task_id = None
+            for n in range(steps):
+                reply = await client.post("/api/agent/interact", json=observation(html, task_id, n))
+                reply.raise_for_status()
+                task_id = reply.json()["taskId"]
+
+        started = time.perf_counter()
+        await asyncio.gather(*(task() for _ in range(tasks)))
+        return time.perf_counter() - started
+
+
+def measure(
+    database: str, url: str, model: ScriptedModelServer, html: str, sizes: list[int], args
+) -> list[Round]:
+    service = ServiceProcess(url, model.base_url)
+    rounds = []
+    model.on(ANY_PURPOSE, lambda request: Delay(args.latency, answer(request)))
+    try:
+        asyncio.run(run_tasks(service.url, html, 2, 2))  # warm-up: imports, connections
+        for tasks in sizes:
+            model.reset()
+            model.on(ANY_PURPOSE, lambda request: Delay(args.latency, answer(request)))
+            wall = asyncio.run(run_tasks(service.url, html, tasks, args.steps))
+            result = Round(database, tasks, wall, model.calls(), model.peak_in_flight, args.latency)
+            print(result.line(), flush=True)
+            rounds.append(result)
+    finally:
+        service.stop()
+    return rounds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--latency", type=float, default=1.0, help="seconds per model call")
+    parser.add_argument("--steps", type=int, default=5, help="steps per task")
+    parser.add_argument(
+        "--quick", action="store_true", help="20 and 40 tasks of 3 steps, 0.5 s model, SQLite only"
+    )
+    parser.add_argument(
+        "--databases", default="sqlite,postgres", help="comma-separated: sqlite, postgres"
+    )
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get(
+            "VERILOOP_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/veriloop_test"
+        ),
+    )
+    args = parser.parse_args()
+    sizes = [100, 200]
+    if args.quick:
+        sizes, args.steps, args.latency, args.databases = [20, 40], 3, 0.5, "sqlite"
+    databases = args.databases.split(",")
+
+    name, html = mid_size_page()
+    print(
+        f"page: {name} ({len(html.encode()) / 1024:.0f} kB); {os.cpu_count()} CPU(s); "
+        f"model: scripted, {args.latency:g} s per call; {args.steps} steps per task"
+    )
+    model = ScriptedModelServer().start()
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    rounds: list[Round] = []
+    try:
+        if "sqlite" in databases:
+            with tempfile.TemporaryDirectory() as tmp:
+                url = f"sqlite:///{tmp}/bench.sqlite"
+                rounds += measure("sqlite", url, model, html, sizes, args)
+        if "postgres" in databases:
+            with psycopg.connect(args.postgres_url, autocommit=True) as conn:
+                conn.execute(f'CREATE SCHEMA "{schema}"')
+            url = f"{args.postgres_url}?options=-csearch_path%3D{schema}"
+            rounds += measure("postgres", url, model, html, sizes, args)
+    finally:
+        model.stop()
+        if "postgres" in databases:
+            with psycopg.connect(args.postgres_url, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    small, large = sizes
+
+    def worst(tasks: int, figure) -> float:
+        return max(figure(r) for r in rounds if r.tasks == tasks)
+
+    print(
+        f"RESULT peak_inflight_ratio_{small}="
+        f"{min(r.peak_in_flight / r.tasks for r in rounds if r.tasks == small):.2f} "
+        f"wall_over_model_bound_{small}={worst(small, lambda r: r.wall_over_model_bound):.2f} "
+        f"wall_over_model_bound_{large}={worst(large, lambda r: r.wall_over_model_bound):.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""One async implementation per model-calling node, usable from both LangGraph entry points.
+
+``graph.ainvoke``/``astream`` (the service, ``Agent.astep``, LangServe, Studio)
+await the node's coroutine on the caller's event loop, so a process holds as
+many tasks in flight as clients send. ``graph.invoke`` (``Agent.step``, the
+Playwright runner, notebooks) runs nodes synchronously; there the same
+coroutine runs on one long-lived bridge loop in a daemon thread. One loop, not
+``asyncio.run`` per node: the model client keeps one ``AsyncOpenAI`` per event
+loop, and a fresh loop per call was measured at ~38 ms of client set-up (the SSL
+context) on top of every model call, and loses keep-alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableLambda
+from langgraph.runtime import Runtime, get_runtime
+
+from veriloop.context import Context
+from veriloop.graph.state import State
+
+R = TypeVar("R")
+Node = Callable[[State, Runtime[Context]], Awaitable[dict]]
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def run_sync(coroutine: Coroutine[Any, Any, R]) -> R:
+    """Run ``coroutine`` on the bridge loop and wait for it (never call this on the bridge loop itself)."""
+    return asyncio.run_coroutine_threadsafe(coroutine, _bridge_loop()).result()
+
+
+def sync_and_async(node: Node) -> RunnableLambda:
+    """The node as a runnable whose sync body drives the async one (see the module docstring)."""
+
+    async def arun(state: State) -> dict:
+        return await node(state, get_runtime(Context))
+
+    def run(state: State) -> dict:
+        # The runtime is read here: the bridge loop's thread does not carry the run's config.
+        return run_sync(node(state, get_runtime(Context)))
+
+    return RunnableLambda(run, afunc=arun, name=node.__name__)
+
+
+def _bridge_loop() -> asyncio.AbstractEventLoop:
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            _loop = asyncio.new_event_loop()
+            threading.Thread(
+                target=_loop.run_forever, name="veriloop-sync-bridge", daemon=True
+            ).start()
+        return _loop
