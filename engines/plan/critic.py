@@ -36,6 +36,7 @@ from veriloop.engines.plan.manifest import (
     _lenient_levels,
     _step_loc,
     _where,
+    downstream_of,
     manifest_problems,
 )
 from veriloop.llm.base import Message
@@ -172,25 +173,6 @@ def _check_problem(expr: str) -> str | None:
     return None
 
 
-def _dependents(steps: Sequence[ManifestStep]) -> dict[str, set[str]]:
-    """Every step's transitive dependents (within one manifest)."""
-    direct: dict[str, list[str]] = {}
-    for step in steps:
-        for dep in step.depends_on:
-            direct.setdefault(dep, []).append(step.id)
-    out: dict[str, set[str]] = {}
-    for step in steps:
-        seen: set[str] = set()
-        frontier = [step.id]
-        while frontier:
-            for child in direct.get(frontier.pop(), ()):
-                if child not in seen:
-                    seen.add(child)
-                    frontier.append(child)
-        out[step.id] = seen
-    return out
-
-
 def _review(
     manifest: Manifest,
     prefix: str,
@@ -208,7 +190,7 @@ def _review(
     types = {}
     for step in manifest.steps:
         types.setdefault(step.id, step.type)
-    dependents = _dependents(manifest.steps)
+    dependents = {step.id: downstream_of(manifest, [step.id]) for step in manifest.steps}
     levels, _ = _lenient_levels(manifest.steps)
 
     for number, level in enumerate(levels):
