@@ -110,6 +110,7 @@ async def check(state: StepState, runtime: Runtime[PlanContext]) -> dict:
     history = [AttemptReport.model_validate(a) for a in state.get("attempts") or []]
     run_number = len(history) + 1
     results = []
+    review = step.critical and ctx.review_critical_steps
     if execution.ok:  # an executor failure is not a verification failure: nothing to check
         emit(state, "step_testing", step_id=step.id, run_number=run_number)
         results = await run_checks(
@@ -119,8 +120,8 @@ async def check(state: StepState, runtime: Runtime[PlanContext]) -> dict:
             workspace=workspace_of(ctx),
             baseline=state.get("baseline") or {},
             previous_collected=_collected(history),
-            llm=get_llm(ctx) if step.critical and ctx.review_critical_steps else None,
-            review=step.critical and ctx.review_critical_steps,
+            llm=get_llm(ctx) if review else None,
+            review=review,
             check_timeout_s=ctx.check_timeout_s,
         )
     for result in results:

@@ -18,16 +18,6 @@ from veriloop.schemas.manifest import Manifest, ManifestStep
 
 log = logging.getLogger("veriloop.plan")
 
-EVENTS = (
-    "attempt_started",
-    "step_testing",
-    "check_result",
-    "attempt_finished",
-    "step_finished",
-    "replan",
-)
-"""Custom stream events (``stream_mode="custom"``); every event also carries ``run_id``."""
-
 
 def plan_context(runtime: Runtime[PlanContext]) -> PlanContext:
     """The run's context; LangServe and bare ``invoke`` pass none, so defaults apply."""
