@@ -60,17 +60,18 @@ async def plan_next(
     step_index: int,
     sub_task_index: int,
     verified_step_index: int | None,
+    succeeded: bool,
     suggestions: list[str],
 ) -> PlanningOutcome:
     """Keep the plan and, after a verified success, advance; generate a plan when there is none or it ran out.
 
     ``verified_step_index`` is the plan step the verified action was chosen
-    for. A step with sub-tasks advances through its sub-tasks in verification
+    for, ``succeeded`` whether its verdict was a success (a lookahead assumes
+    one). A step with sub-tasks advances through its sub-tasks in verification
     (:func:`apply_sub_task_verdict`); any other step advances here, one step
     per verified successful action chosen for it.
     """
     usage: dict[str, dict] = {}
-    succeeded = bool(now.verification and now.verification.get("success"))
     if plan is not None and succeeded and verified_step_index == step_index < len(plan.steps):
         if not plan.steps[step_index].sub_tasks:
             plan = _with_step_status(plan, step_index, "completed")

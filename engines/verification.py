@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from veriloop.engines.log import CLIENT_WITNESS_OVERRIDE, LOW_CONFIDENCE_COMPLETION, task_logger
 from veriloop.engines.loop import action_fingerprint
-from veriloop.engines.observation import ObservationList, build_observation_list
+from veriloop.engines.observation import build_observation_list
 from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError
 from veriloop.prompts.verification import build_verification_messages
 from veriloop.schemas.observation import BeforeState, ClientObservations
@@ -60,13 +60,123 @@ class VerificationOutcome:
     """Fingerprint of (verified action, page it acted on); keep it in the step's ``seen_fingerprints``."""
 
 
-def _flags(observed: ObservationList) -> dict:
-    return {
-        "observations": observed.observations,
-        "meaningful_content_change": observed.meaningful_content_change,
-        "url_changed": observed.url_changed,
-        "client_saw_something": observed.client_saw_something,
+@dataclass
+class ActionObservation:
+    """The free part of verification (cost order 1-2): what changed, and the verdict when nothing did."""
+
+    facts: VerificationResult
+    """The observation lines and typed flags, as a not-yet-judged result (failed, confidence 0)."""
+    no_change: VerificationResult | None
+    """The deterministic failure when nothing changed and the client witnessed nothing; else None."""
+    page_state: BeforeState
+    """The current page, ready to be the ``before_state`` of the next action."""
+    fingerprint: str
+    """Fingerprint of (verified action, page it acted on)."""
+
+
+async def observe_action(
+    *,
+    action: str,
+    step_index: int,
+    before_state: BeforeState,
+    current_dom: str,
+    current_url: str,
+    client_observations: ClientObservations | None = None,
+    current_active_element: str | None = None,
+    seen_fingerprints: Sequence[str] = (),
+) -> ActionObservation:
+    """What changed after ``action`` (chosen on ``before_state``), and the no-change verdict; no model call."""
+    # Parse, skeleton and diff take ~40 ms on the corpus' slowest 1 MB page: off the event loop,
+    # so other tasks' model calls are not held up behind it.
+    observed = await asyncio.to_thread(
+        build_observation_list,
+        before_state,
+        current_dom,
+        current_url,
+        client_observations,
+        current_active_element,
+    )
+    # The page the action acted on: the same action there again is a repeat, whatever happens next.
+    fingerprint = action_fingerprint(action, before_state)
+    facts = VerificationResult(
+        step_index=step_index,
+        success=False,
+        confidence=0.0,
+        reason="",
+        repeated_action=fingerprint in seen_fingerprints,
+        observations=observed.observations,
+        meaningful_content_change=observed.meaningful_content_change,
+        url_changed=observed.url_changed,
+        client_saw_something=observed.client_saw_something,
+    )
+    no_change = None
+    if not (
+        observed.url_changed or observed.meaningful_content_change or observed.client_saw_something
+    ):
+        no_change = facts.model_copy(
+            update={
+                "confidence": NO_CHANGE_CONFIDENCE,
+                "reason": "No change after the action: " + "; ".join(observed.observations),
+                "failure_category": "no_effect",
+            }
+        )
+    return ActionObservation(facts, no_change, observed.page_state, fingerprint)
+
+
+async def judge_action(
+    facts: VerificationResult,
+    *,
+    goal: str,
+    action: str,
+    llm: AsyncStructuredLLM,
+    sub_task_objective: str | None = None,
+    success_threshold: float = 0.70,
+    goal_threshold: float = 0.70,
+    low_confidence_threshold: float = 0.85,
+    log: logging.LoggerAdapter | None = None,
+) -> tuple[VerificationResult, dict[str, dict]]:
+    """The semantic verdict (cost order 3) on observations that showed a change: one model call.
+
+    Returns the judged result and its usage. Raises LLMUnavailable when the
+    provider cannot be reached: the task must stay unchanged.
+    """
+    log = log or _default_log
+    if not (facts.url_changed or facts.meaningful_content_change):
+        log.event(
+            CLIENT_WITNESS_OVERRIDE, "proceeding with the model (the client reported a change)"
+        )
+    messages = build_verification_messages(goal, action, facts.observations, sub_task_objective)
+    try:
+        answer = await llm.astructured("verification", messages, SemanticVerdict)
+    except LLMOutputError as exc:
+        log.warning("verification verdict unusable: %s", exc)
+        unusable = {
+            "reason": f"Verification failed: the model's verdict could not be used ({exc})",
+            "failure_category": "unknown",
+            "model_called": True,
+        }
+        return facts.model_copy(update=unusable), {}
+    verdict = answer.value
+    judged = {
+        "success": verdict.action_succeeded and verdict.confidence >= success_threshold,
+        "confidence": verdict.confidence,
+        "reason": verdict.reason,
+        "action_succeeded": verdict.action_succeeded,
+        "task_completed": verdict.task_completed,
+        "goal_achieved": compute_goal_achieved(
+            verdict.task_completed,
+            verdict.confidence,
+            threshold=goal_threshold,
+            low_confidence_threshold=low_confidence_threshold,
+            log=log,
+        ),
+        "sub_task_completed": verdict.sub_task_completed if sub_task_objective else None,
+        "semantic_summary": verdict.reason[:SUMMARY_CHARS],
+        "failure_category": verdict.failure_category,
+        "impossible": verdict.impossible,
+        "model_called": True,
     }
+    return facts.model_copy(update=judged), answer.usage_update("verification")
 
 
 async def verify_action_with_observations(
@@ -87,88 +197,32 @@ async def verify_action_with_observations(
     low_confidence_threshold: float = 0.85,
     log: logging.LoggerAdapter | None = None,
 ) -> VerificationOutcome:
-    """Verify ``action`` (chosen on ``before_state``) against the page now. See the module docstring.
+    """Verify ``action`` against the page now: :func:`observe_action`, then :func:`judge_action`
+    unless nothing changed. See the module docstring.
 
     Raises LLMUnavailable when the provider cannot be reached: the task must stay unchanged.
     """
-    log = log or _default_log
-    # Parse, skeleton and diff take ~40 ms on the corpus' slowest 1 MB page: off the event loop,
-    # so other tasks' model calls are not held up behind it.
-    observed = await asyncio.to_thread(
-        build_observation_list,
-        before_state,
-        current_dom,
-        current_url,
-        client_observations,
-        current_active_element,
+    observed = await observe_action(
+        action=action,
+        step_index=step_index,
+        before_state=before_state,
+        current_dom=current_dom,
+        current_url=current_url,
+        client_observations=client_observations,
+        current_active_element=current_active_element,
+        seen_fingerprints=seen_fingerprints,
     )
-    # The page the action acted on: the same action there again is a repeat, whatever happens next.
-    fingerprint = action_fingerprint(action, before_state)
-    common = {
-        "step_index": step_index,
-        "repeated_action": fingerprint in seen_fingerprints,
-        **_flags(observed),
-    }
-
-    def outcome(result: VerificationResult, usage: dict[str, dict]) -> VerificationOutcome:
-        return VerificationOutcome(
-            result=result, usage=usage, page_state=observed.page_state, fingerprint=fingerprint
-        )
-
-    if not (
-        observed.url_changed or observed.meaningful_content_change or observed.client_saw_something
-    ):
-        reason = "No change after the action: " + "; ".join(observed.observations)
-        return outcome(
-            VerificationResult(
-                success=False,
-                confidence=NO_CHANGE_CONFIDENCE,
-                reason=reason,
-                failure_category="no_effect",
-                **common,
-            ),
-            {},
-        )
-    if not (observed.url_changed or observed.meaningful_content_change):
-        log.event(
-            CLIENT_WITNESS_OVERRIDE, "proceeding with the model (the client reported a change)"
-        )
-
-    messages = build_verification_messages(goal, action, observed.observations, sub_task_objective)
-    try:
-        answer = await llm.astructured("verification", messages, SemanticVerdict)
-    except LLMOutputError as exc:
-        log.warning("verification verdict unusable: %s", exc)
-        return outcome(
-            VerificationResult(
-                success=False,
-                confidence=0.0,
-                reason=f"Verification failed: the model's verdict could not be used ({exc})",
-                failure_category="unknown",
-                model_called=True,
-                **common,
-            ),
-            {},
-        )
-    verdict = answer.value
-    result = VerificationResult(
-        success=verdict.action_succeeded and verdict.confidence >= success_threshold,
-        confidence=verdict.confidence,
-        reason=verdict.reason,
-        action_succeeded=verdict.action_succeeded,
-        task_completed=verdict.task_completed,
-        goal_achieved=compute_goal_achieved(
-            verdict.task_completed,
-            verdict.confidence,
-            threshold=goal_threshold,
+    result, usage = observed.no_change, {}
+    if result is None:
+        result, usage = await judge_action(
+            observed.facts,
+            goal=goal,
+            action=action,
+            llm=llm,
+            sub_task_objective=sub_task_objective,
+            success_threshold=success_threshold,
+            goal_threshold=goal_threshold,
             low_confidence_threshold=low_confidence_threshold,
             log=log,
-        ),
-        sub_task_completed=verdict.sub_task_completed if sub_task_objective else None,
-        semantic_summary=verdict.reason[:SUMMARY_CHARS],
-        failure_category=verdict.failure_category,
-        impossible=verdict.impossible,
-        model_called=True,
-        **common,
-    )
-    return outcome(result, answer.usage_update("verification"))
+        )
+    return VerificationOutcome(result, usage, observed.page_state, observed.fingerprint)

@@ -9,6 +9,7 @@ from veriloop.graph.bridge import sync_and_async
 from veriloop.graph.routers import (
     route_after_action_generation,
     route_after_correction,
+    route_after_observation,
     route_after_replanning,
     route_after_verification,
     route_entry,
@@ -18,9 +19,12 @@ from veriloop.nodes.action_generation import action_generation
 from veriloop.nodes.correction import correction
 from veriloop.nodes.finalize import finalize
 from veriloop.nodes.goal_achieved import goal_achieved
+from veriloop.nodes.lookahead import lookahead
+from veriloop.nodes.observation import observation
 from veriloop.nodes.planning import planning
 from veriloop.nodes.replanning import replanning
 from veriloop.nodes.step_refinement import step_refinement
+from veriloop.nodes.use_lookahead import use_lookahead
 from veriloop.nodes.verification import verification
 
 
@@ -30,14 +34,21 @@ def build_graph() -> StateGraph:
     builder.add_node("planning", sync_and_async(planning))
     builder.add_node("step_refinement", sync_and_async(step_refinement))
     builder.add_node("action_generation", sync_and_async(action_generation))
+    builder.add_node("observation", sync_and_async(observation))
     builder.add_node("verification", sync_and_async(verification))
+    builder.add_node("lookahead", sync_and_async(lookahead))
+    builder.add_node("use_lookahead", use_lookahead)
     builder.add_node("correction", sync_and_async(correction))
     builder.add_node("replanning", sync_and_async(replanning))
     builder.add_node("goal_achieved", goal_achieved)
     builder.add_node("finalize", finalize)
 
     builder.add_conditional_edges(START, route_entry)
+    builder.add_conditional_edges(
+        "observation", route_after_observation, ["correction", "verification", "lookahead"]
+    )
     builder.add_conditional_edges("verification", route_after_verification)
+    builder.add_conditional_edges("use_lookahead", route_after_action_generation)
     builder.add_edge("goal_achieved", "finalize")
     builder.add_edge("planning", "step_refinement")
     builder.add_edge("step_refinement", "action_generation")

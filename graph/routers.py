@@ -7,21 +7,36 @@ from typing import Literal
 from langgraph.runtime import Runtime
 
 from veriloop.context import Context
+from veriloop.graph.io import current_verification
 from veriloop.graph.state import State
 from veriloop.nodes.correction import correction_decision
 
 
-def route_entry(state: State) -> Literal["planning", "verification"]:
+def route_entry(state: State) -> Literal["planning", "observation"]:
     """A previous action with its before_state is verified first; a new task (or no before_state) plans."""
     if state.get("action_history") and state.get("before_state"):
-        return "verification"
+        return "observation"
     return "planning"
+
+
+def route_after_observation(
+    state: State,
+) -> Literal["correction", "verification"] | list[Literal["verification", "lookahead"]]:
+    """No change (already a verdict) -> correction; else the model judges, beside the lookahead when planned."""
+    if current_verification(state) is not None:
+        return "correction"
+    if state.get("lookahead_planned"):
+        return ["verification", "lookahead"]
+    return "verification"
 
 
 def route_after_verification(
     state: State, runtime: Runtime[Context]
-) -> Literal["goal_achieved", "planning", "correction"]:
-    """goal_achieved -> finish; a success (no loop, step budget left) -> next step; anything else -> correction."""
+) -> Literal["goal_achieved", "use_lookahead", "planning", "correction"]:
+    """goal_achieved -> finish; a success (no loop, step budget left) -> next step; anything else -> correction.
+
+    The next step's action is already prepared when a lookahead ran beside this verdict.
+    """
     ctx = runtime.context or Context()
     verification = state.get("verification_result") or {}
     if verification.get("goal_achieved") is True:
@@ -32,12 +47,14 @@ def route_after_verification(
         and not verification.get("repeated_action")
         and steps_left
     ):
-        return "planning"
+        return "use_lookahead" if state.get("lookahead_planned") else "planning"
     return "correction"
 
 
 def route_after_action_generation(state: State) -> Literal["finalize", "correction"]:
-    """An action that was rejected twice (bad element id, finish()/fail(), garbage) goes to correction."""
+    """An action that was rejected twice (bad element id, finish()/fail(), garbage) goes to correction.
+
+    Also routes use_lookahead, whose prepared action went through the same checks."""
     return "correction" if state.get("needs_correction") else "finalize"
 
 

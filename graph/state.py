@@ -60,6 +60,12 @@ class State(InputState, total=False):
     """ActionRecord dumps of every action handed to the client, in order (page summaries, no skeletons)."""
     before_state: dict[str, Any] | None
     """BeforeState dump (with its skeleton) of the page the last action was chosen on; None before the first."""
+    action_observation: dict[str, Any] | None
+    """VerificationResult-shaped dump of what changed after the last action, before the model judges it."""
+    lookahead_planned: bool
+    """This run prepares the next action beside the verification call (engines/lookahead.py)."""
+    lookahead: dict[str, Any] | None
+    """Lookahead dump: the next step and action a verified success leads to; used only after that success."""
     verification_result: dict[str, Any] | None
     """VerificationResult dump for the previous action, from this invocation (None when not verified)."""
     verification_history: Annotated[list[dict[str, Any]], operator.add]

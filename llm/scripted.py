@@ -45,7 +45,7 @@ import socket
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -138,6 +138,30 @@ Answer = Any
 Handler = Callable[[ScriptedRequest], Answer]
 
 
+@dataclass(frozen=True)
+class Span:
+    """One request from its arrival to its answer (monotonic seconds)."""
+
+    request: ScriptedRequest
+    start: float
+    end: float
+
+
+def critical_path_calls(spans: Sequence[Span]) -> int:
+    """The most calls in ``spans`` that ran one after another: the model waits a client sat through.
+
+    Calls that overlap ran side by side and count once; exact when each call takes long enough
+    that concurrent calls overlap (answer with a small ``Delay``).
+    """
+    ordered = sorted(spans, key=lambda span: span.start)
+    chain: list[int] = []
+    for i, span in enumerate(ordered):
+        chain.append(
+            1 + max((chain[j] for j in range(i) if ordered[j].end <= span.start), default=0)
+        )
+    return max(chain, default=0)
+
+
 class _Server(ThreadingHTTPServer):
     # socketserver's default listen backlog is 5: a burst of concurrent async clients overflows it
     # and the dropped connects come back only after the kernel's 1 s SYN retransmit. 1024 holds a
@@ -154,12 +178,17 @@ class _Script:
 class ScriptedModelServer:
     """An OpenAI-compatible ``/v1/chat/completions`` server with scripted answers, on 127.0.0.1."""
 
-    def __init__(self, *, reject_json_schema: bool = False, port: int = 0) -> None:
+    def __init__(
+        self, *, reject_json_schema: bool = False, port: int = 0, latency_s: float = 0.0
+    ) -> None:
         self.reject_json_schema = reject_json_schema
+        self.latency_s = latency_s
+        """Every answer waits this long first (a model's latency; lets side-by-side calls overlap)."""
         self._address = ("127.0.0.1", port)  # loopback only; port 0 = a free one
         self._lock = threading.Lock()
         self._script = _Script()
         self._requests: list[ScriptedRequest] = []
+        self._spans: list[Span] = []
         self._unscripted: list[ScriptedRequest] = []
         self._errors: list[Exception] = []
         self._stopping = threading.Event()
@@ -240,6 +269,7 @@ class ScriptedModelServer:
         with self._lock:
             self._script = _Script()
             self._requests.clear()
+            self._spans.clear()
             self._unscripted.clear()
             self._errors.clear()
             self._peak_in_flight = self._in_flight
@@ -268,6 +298,12 @@ class ScriptedModelServer:
             return sum(1 for r in self._requests if purpose is None or r.purpose == purpose)
 
     @property
+    def spans(self) -> list[Span]:
+        """When each answered request was in flight, in the order they finished (a copy)."""
+        with self._lock:
+            return list(self._spans)
+
+    @property
     def peak_in_flight(self) -> int:
         """The most chat completion requests being answered at once (since start or the last reset)."""
         with self._lock:
@@ -286,7 +322,8 @@ class ScriptedModelServer:
             self._requests.append(request)
 
     @contextlib.contextmanager
-    def _answering(self) -> Iterator[None]:
+    def _answering(self, request: ScriptedRequest) -> Iterator[None]:
+        started = time.monotonic()
         with self._lock:
             self._in_flight += 1
             self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
@@ -295,6 +332,7 @@ class ScriptedModelServer:
         finally:
             with self._lock:
                 self._in_flight -= 1
+                self._spans.append(Span(request, started, time.monotonic()))
 
     def _next_answer(self, request: ScriptedRequest) -> tuple[bool, Answer]:
         """(found, answer) for a request: its queue first, then its handler, then the catch-all."""
@@ -371,7 +409,7 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 return
             request = _parse_request(body, {k.lower(): v for k, v in self.headers.items()})
             server._record(request)
-            with server._answering():
+            with server._answering(request):
                 self._respond(request, body)
 
         def _respond(self, request: ScriptedRequest, body: dict) -> None:
@@ -383,6 +421,8 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 )
                 return
             found, answer = server._next_answer(request)
+            if server.latency_s > 0:
+                answer = Delay(server.latency_s, answer)
             if not found:
                 self._send_error(
                     400,

@@ -42,4 +42,7 @@ def finalize(state: State) -> dict:
         "action_source": None,
         "refined_instruction": None,
         "target_element_id": None,
+        "action_observation": None,
+        "lookahead_planned": False,
+        "lookahead": None,
     }

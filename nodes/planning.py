@@ -27,14 +27,16 @@ async def planning(state: State, runtime: Runtime[Context]) -> dict:
             level=logging.WARNING,
         )
     plan = plan_of(state)
+    now = step_context(state, ctx)
     validation = state.get("plan_validation") or {}
     outcome = await plan_next(
         get_llm(ctx),
-        step_context(state, ctx),
+        now,
         plan=plan,
         step_index=state.get("current_step_index", 0),
         sub_task_index=state.get("current_sub_task_index", 0),
         verified_step_index=actions[-1].get("plan_step_index") if actions else None,
+        succeeded=bool(now.verification and now.verification.get("success")),
         # No plan after a replan means "regenerated": the plan check's reasons go to the planner.
         suggestions=list(validation.get("suggested_changes") or []) if plan is None else [],
     )

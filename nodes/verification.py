@@ -1,4 +1,4 @@
-"""verification node: judge the previous action with the verification engine; track sub-tasks."""
+"""verification node: the model's verdict on the observed change; tracks sub-tasks."""
 
 from __future__ import annotations
 
@@ -10,41 +10,31 @@ from veriloop.engines.planning import (
     current_sub_task,
     hierarchical_plan_complete,
 )
-from veriloop.engines.verification import verify_action_with_observations
+from veriloop.engines.verification import judge_action
 from veriloop.graph.state import State
 from veriloop.llm import get_llm
 from veriloop.nodes.support import plan_of, task_log
-from veriloop.schemas.observation import BeforeState, ClientObservations
-from veriloop.schemas.records import ActionRecord
+from veriloop.schemas.verification import VerificationResult
 
 
 async def verification(state: State, runtime: Runtime[Context]) -> dict:
-    """Verify the last action against this observation (route_entry only comes here with a before_state)."""
+    """Judge the last action (the observation node saw a change; a no-change run never comes here)."""
     ctx = runtime.context or Context()
-    last = ActionRecord.model_validate(state["action_history"][-1])
     plan = plan_of(state)
     step_index = state.get("current_step_index", 0)
     sub_task_index = state.get("current_sub_task_index", 0)
     sub_task = current_sub_task(plan, step_index, sub_task_index)
-    client = state.get("client_observations")
-    outcome = await verify_action_with_observations(
+    result, usage = await judge_action(
+        VerificationResult.model_validate(state["action_observation"]),
         goal=state["goal"],
-        action=last.action,
-        step_index=last.step_index,
-        before_state=BeforeState.model_validate(state["before_state"]),
-        current_dom=state["dom"],
-        current_url=state["url"],
+        action=state["action_history"][-1]["action"],
         llm=get_llm(ctx),
-        client_observations=ClientObservations.model_validate(client) if client else None,
-        current_active_element=state.get("active_element"),
         sub_task_objective=sub_task.objective if sub_task else None,
-        seen_fingerprints=state.get("action_fingerprints") or [],
         success_threshold=ctx.success_threshold,
         goal_threshold=ctx.goal_threshold,
         low_confidence_threshold=ctx.low_confidence_threshold,
         log=task_log(state, "verification"),
     )
-    result = outcome.result
     update: dict = {}
     if plan is not None and sub_task is not None:
         plan, step_index, sub_task_index = apply_sub_task_verdict(
@@ -64,11 +54,4 @@ async def verification(state: State, runtime: Runtime[Context]) -> dict:
             # Every sub-task of the plan was verified done: that is the goal (seed, sub-task verification).
             result = result.model_copy(update={"goal_achieved": True})
     dump = result.model_dump()
-    return {
-        **update,
-        "verification_result": dump,
-        "verification_history": [dump],
-        "page_state": outcome.page_state.model_dump(),
-        "action_fingerprints": [outcome.fingerprint],
-        "usage": outcome.usage,
-    }
+    return {**update, "verification_result": dump, "verification_history": [dump], "usage": usage}

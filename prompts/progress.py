@@ -9,6 +9,10 @@ from typing import Any
 from veriloop.prompts.page_data import page_data
 
 CONTINUATION_SENTENCE = "Previous action succeeded; the full goal is not yet achieved."
+LOOKAHEAD_SENTENCE = (
+    "The previous action is being verified right now. Answer as if it succeeded and the full goal "
+    "is not yet achieved: your answer is used only in that case."
+)
 HISTORY_LIMIT = 8
 
 
@@ -30,16 +34,23 @@ def continues_goal(verification: Mapping[str, Any] | None) -> bool:
     )
 
 
+def pending_verdict(observations: Sequence[str]) -> dict[str, Any]:
+    """What a lookahead knows of the last action: its observations, and that the verdict is pending."""
+    return {"pending": True, "observations": list(observations)}
+
+
 def verification_block(verification: Mapping[str, Any] | None) -> str | None:
     """The verdict on the last action: flags in our words, page-derived details inside page_data."""
     if not verification:
         return None
-    verdict = "succeeded" if verification.get("success") else "failed"
-    lines = [
-        f"The last action {verdict} (confidence {float(verification.get('confidence', 0.0)):.2f})."
-    ]
-    if continues_goal(verification):
-        lines.append(CONTINUATION_SENTENCE)
+    if verification.get("pending"):
+        lines = [LOOKAHEAD_SENTENCE]
+    else:
+        verdict = "succeeded" if verification.get("success") else "failed"
+        confidence = float(verification.get("confidence", 0.0))
+        lines = [f"The last action {verdict} (confidence {confidence:.2f})."]
+        if continues_goal(verification):
+            lines.append(CONTINUATION_SENTENCE)
     details = list(verification.get("observations") or [])
     if verification.get("semantic_summary"):
         details.append(f"Verdict: {verification['semantic_summary']}")

@@ -42,6 +42,8 @@ def _rate(value: float | None) -> str:
 
 def print_summary(summary) -> None:
     """The headline figures and the confusion matrix as rich tables."""
+    from veriloop.runners.miniwob_results import calls_per_action_line
+
     table = Table(title="MiniWoB++ evaluation", show_header=False)
     c = summary.confusion
     rows = [
@@ -64,6 +66,7 @@ def print_summary(summary) -> None:
             "model calls / tokens",
             f"{summary.model_calls} / {summary.input_tokens + summary.output_tokens}",
         ),
+        ("model calls per action", calls_per_action_line(summary)),
         ("cost (USD)", f"{summary.cost_usd:.4f}"),
         ("harness errors", str(summary.errors)),
     ]

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from veriloop.context import Context
-from veriloop.llm.scripted import ScriptedModelServer
+from veriloop.llm.scripted import ScriptedModelServer, critical_path_calls
 from veriloop.runners.agents import InProcessAgent
 from veriloop.runners.browser import ChromiumBrowser, PageSession
 from veriloop.runners.demo import model_configured
@@ -46,10 +46,12 @@ from veriloop.runners.miniwob_results import (
     load_records,
     summarize,
 )
-from veriloop.runners.miniwob_scripted import MiniWobPlaybook
+from veriloop.runners.miniwob_scripted import MiniWobPlaybook, playbook_goal
 from veriloop.schemas.usage import total_usage
 
 RUN_FILE = "run.json"
+SCRIPTED_LATENCY_S = 0.05
+"""The scripted model answers after this long, so calls made side by side overlap at the server."""
 
 
 @dataclass
@@ -198,8 +200,12 @@ def run_eval(
     *,
     on_start: EpisodeHook | None = None,
     on_record: Callable[[EpisodeRecord], None] | None = None,
+    annotate: Callable[[EpisodeRecord], None] | None = None,
 ) -> EvalResult:
-    """Run every planned episode not already finished (with ``resume``), then write the report."""
+    """Run every planned episode not already finished (with ``resume``), then write the report.
+
+    ``annotate`` adds what only the caller measured to a finished record, before it is written.
+    """
     if config.episodes < 1 or config.parallel < 1:
         raise ValueError("episodes and parallel must be at least 1")
     out = Path(config.out_dir)
@@ -223,6 +229,8 @@ def run_eval(
 
     def finished(record: EpisodeRecord) -> None:
         with lock:
+            if annotate is not None:
+                annotate(record)
             append_record(out, record)
             ran.append(record)
             if on_record is not None:
@@ -290,11 +298,20 @@ def run_miniwob(
             playbook.claim_falsely(utterance)
 
     config.model_label = "scripted"
-    with nullcontext(model_server) if model_server is not None else ScriptedModelServer() as server:
+    own_server = ScriptedModelServer(latency_s=SCRIPTED_LATENCY_S)
+    with nullcontext(model_server) if model_server is not None else own_server as server:
         playbook.install(server)
+
+        def annotate(record: EpisodeRecord) -> None:
+            # The episode's calls are the ones about its goal (episodes run one after another per worker).
+            goal = " ".join(record.utterance.split())
+            spans = [s for s in server.spans if playbook_goal(s.request) == goal]
+            record.critical_path_calls = critical_path_calls(spans)
+
         return run_eval(
             config,
             Context(model="scripted", base_url=server.base_url),
             on_start=on_start,
             on_record=on_record,
+            annotate=annotate,
         )

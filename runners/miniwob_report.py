@@ -10,7 +10,7 @@ from matplotlib.figure import (
     Figure,  # a bare Figure renders with Agg: no pyplot, no window, no global state
 )
 
-from veriloop.runners.miniwob_results import EpisodeRecord, Summary
+from veriloop.runners.miniwob_results import EpisodeRecord, Summary, calls_per_action_line
 
 PLOT_FILE = "per_task.png"
 MARKDOWN_FILE = "report.md"
@@ -82,6 +82,7 @@ def _tables(
             "model calls / tokens in / tokens out",
             f"{summary.model_calls} / {summary.input_tokens} / {summary.output_tokens}",
         ],
+        ["model calls per agent action (finish() included)", calls_per_action_line(summary)],
         ["cost (USD)", f"{summary.cost_usd:.4f}"],
         ["mean wall time (s)", _fmt(summary.mean_wall_time_s, percent=False)],
         ["harness errors", str(summary.errors)],

@@ -34,6 +34,11 @@ class EpisodeRecord(BaseModel):
     agent_status: str = "executing"
     steps: int = 0
     model_calls: int = 0
+    critical_path_calls: int | None = Field(
+        default=None,
+        description="Model calls the episode waited for one after another (side-by-side calls count "
+        "once); measured at the scripted model server, None with a real provider.",
+    )
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
@@ -136,11 +141,28 @@ class Summary(BaseModel):
     episodes_with_fast_fail: int
     mean_steps: float | None
     model_calls: int
+    agent_actions: int = Field(
+        description="Actions the agent answered with, finish() and fail() included."
+    )
+    calls_per_action: float | None
+    critical_calls_per_action: float | None = Field(
+        description="Critical-path model calls per agent action (scripted runs only)."
+    )
     input_tokens: int
     output_tokens: int
     cost_usd: float
     mean_wall_time_s: float | None
     per_task: list[TaskSummary]
+
+
+def calls_per_action_line(summary: Summary) -> str:
+    """``3.00 (critical path 2.00)`` per agent action, finish()/fail() included."""
+    if summary.calls_per_action is None:
+        return "n/a"
+    line = f"{summary.calls_per_action:.2f}"
+    if summary.critical_calls_per_action is not None:
+        line += f" (critical path {summary.critical_calls_per_action:.2f})"
+    return line
 
 
 def summarize(records: list[EpisodeRecord]) -> Summary:
@@ -155,6 +177,7 @@ def summarize(records: list[EpisodeRecord]) -> Summary:
         "done": {"success": len(claimed) - false_completions, "failure": false_completions},
         "not_done": {"success": missed, "failure": n - len(claimed) - missed},
     }
+    actions = sum(len(r.actions) for r in records)
     tasks = list(dict.fromkeys(r.task for r in records))
     per_task = []
     for task in tasks:
@@ -186,6 +209,11 @@ def summarize(records: list[EpisodeRecord]) -> Summary:
         episodes_with_fast_fail=sum(r.no_change_fast_fails > 0 for r in records),
         mean_steps=sum(r.steps for r in records) / n if n else None,
         model_calls=sum(r.model_calls for r in records),
+        agent_actions=actions,
+        calls_per_action=_rate(sum(r.model_calls for r in records), actions),
+        critical_calls_per_action=None
+        if any(r.critical_path_calls is None for r in records)
+        else _rate(sum(r.critical_path_calls for r in records), actions),
         input_tokens=sum(r.input_tokens for r in records),
         output_tokens=sum(r.output_tokens for r in records),
         cost_usd=round(sum(r.cost_usd for r in records), 6),

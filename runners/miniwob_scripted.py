@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass
 
 from pydantic import BaseModel
 
@@ -37,18 +36,14 @@ from veriloop.schemas.outputs import (
 from veriloop.schemas.page_contract import ELEMENT_ID_ATTR
 
 _GOAL = re.compile(r"^User goal: (.+)$", re.MULTILINE)
+_EXECUTED = re.compile(r"^Action executed: (.+)$", re.MULTILINE)
 _PAGE = re.compile(re.escape(PAGE_DATA_BEGIN) + r"\n(.*?)\n" + re.escape(PAGE_DATA_END), re.DOTALL)
 
 
-@dataclass(frozen=True)
-class _Issued:
-    action: str
-    final: bool
-
-
-def _goal(request: ScriptedRequest) -> str:
+def playbook_goal(request: ScriptedRequest) -> str:
+    """The user goal a request is about (its ``User goal:`` line, whitespace normalised)."""
     match = _GOAL.search(request.text)
-    return match.group(1).strip() if match else ""
+    return " ".join(match.group(1).split()) if match else ""
 
 
 def _page(request: ScriptedRequest) -> Element | None:
@@ -77,7 +72,9 @@ class MiniWobPlaybook:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._false_claims: set[str] = set()
-        self._issued: dict[str, _Issued] = {}
+        # goal -> action -> whether it completes the task. Every action issued is kept: with a
+        # lookahead, the next action may be chosen before the last one is verified.
+        self._issued: dict[str, dict[str, bool]] = {}
 
     def install(self, server: ScriptedModelServer) -> ScriptedModelServer:
         return server.on(ANY_PURPOSE, self)
@@ -92,14 +89,10 @@ class MiniWobPlaybook:
             return goal in self._false_claims
 
     def __call__(self, request: ScriptedRequest) -> BaseModel:
-        goal = _goal(request)
+        goal = playbook_goal(request)
         purpose = request.purpose
         if purpose == "planning":
-            return PlanOutput(
-                steps=[
-                    PlannedStep(description=goal, expected_outcome="The page accepts the answer.")
-                ]
-            )
+            return self._plan(goal, request)
         if purpose == "refinement":
             step = self._choose(goal, request)
             return RefinedStep(
@@ -118,6 +111,30 @@ class MiniWobPlaybook:
         if purpose == "critic":
             return CriticReview(review="The plan follows the instruction. <Approved>YES</Approved>")
         raise ValueError(f"the MiniWoB playbook has no answer for purpose {purpose!r}")
+
+    def _plan(self, goal: str, request: ScriptedRequest) -> PlanOutput:
+        """One plan step per action the page needs, as a model would plan it; the goal itself when unknown."""
+        page = _page(request)
+        steps = solve(goal, page) if page is not None else None
+        if not steps:
+            return PlanOutput(
+                steps=[
+                    PlannedStep(description=goal, expected_outcome="The page accepts the answer.")
+                ]
+            )
+        return PlanOutput(
+            steps=[
+                PlannedStep(
+                    description=f"Click element {step.element_id}"
+                    if step.value is None
+                    else f"Type {step.value!r} into element {step.element_id}",
+                    expected_outcome="The page accepts the answer."
+                    if n == len(steps)
+                    else "The page shows the change.",
+                )
+                for n, step in enumerate(steps, start=1)
+            ]
+        )
 
     def _choose(self, goal: str, request: ScriptedRequest) -> Step | None:
         page = _page(request)
@@ -140,15 +157,16 @@ class MiniWobPlaybook:
         steps = solve(goal, page) if page is not None else None
         final = bool(steps) and steps[-1].element_id == step.element_id and step.value is None
         with self._lock:
-            self._issued[goal] = _Issued(action, final)
+            self._issued.setdefault(goal, {})[action] = final
         return ActionChoice(
             thought=f"The instruction names element {step.element_id}.", action=action
         )
 
     def _verdict(self, goal: str, request: ScriptedRequest) -> SemanticVerdict:
+        executed = _EXECUTED.search(request.text)
         with self._lock:
-            issued = self._issued.get(goal)
-        ours = issued is not None and issued.action in request.text
+            final = self._issued.get(goal, {}).get(executed.group(1).strip() if executed else "")
+        ours = final is not None
         if ours and self._lying(goal):
             return SemanticVerdict(
                 action_succeeded=True,
@@ -156,7 +174,7 @@ class MiniWobPlaybook:
                 confidence=0.95,
                 reason="Scripted false claim: the goal is declared achieved.",
             )
-        done = ours and issued.final
+        done = bool(final)
         return SemanticVerdict(
             action_succeeded=True,
             task_completed=done,

@@ -91,20 +91,38 @@ class Agent:
     # -- one observation ------------------------------------------------------------------------
 
     def step(self, observation: Observation | Mapping[str, Any]) -> InteractResponse:
-        """Verify the previous action on this page and return the next action."""
+        """Verify the previous action on this page and return the next action.
+
+        A step that raises (a provider outage, ...) leaves the task as it was: send it again.
+        """
         obs = _observation(observation)
-        values = self.graph.get_state(_config(obs.task_id)).values if obs.task_id else None
-        graph_input, config = _invocation(obs, values)
-        return state_to_response(self.graph.invoke(graph_input, config, context=self.context))
+        before = self.graph.get_state(_config(obs.task_id)) if obs.task_id else None
+        graph_input, config = _invocation(obs, before.values if before else None)
+        try:
+            return state_to_response(self.graph.invoke(graph_input, config, context=self.context))
+        except BaseException:
+            # A failed run still saved its finished nodes' writes: put the old values back on top.
+            if before is None:
+                self.checkpointer.delete_thread(graph_input["task_id"])
+            elif self.graph.get_state(config).config != before.config:
+                self.graph.update_state(before.config, None, as_node="__copy__")
+            raise
 
     async def astep(self, observation: Observation | Mapping[str, Any]) -> InteractResponse:
         """Async :meth:`step` (with an async-capable checkpointer: InMemorySaver, AsyncSqliteSaver, ...)."""
         obs = _observation(observation)
-        values = (await self.graph.aget_state(_config(obs.task_id))).values if obs.task_id else None
-        graph_input, config = _invocation(obs, values)
-        return state_to_response(
-            await self.graph.ainvoke(graph_input, config, context=self.context)
-        )
+        before = await self.graph.aget_state(_config(obs.task_id)) if obs.task_id else None
+        graph_input, config = _invocation(obs, before.values if before else None)
+        try:
+            return state_to_response(
+                await self.graph.ainvoke(graph_input, config, context=self.context)
+            )
+        except BaseException:
+            if before is None:
+                await self.checkpointer.adelete_thread(graph_input["task_id"])
+            elif (await self.graph.aget_state(config)).config != before.config:
+                await self.graph.aupdate_state(before.config, None, as_node="__copy__")
+            raise
 
     # -- a whole task -----------------------------------------------------------------------------
 

@@ -57,6 +57,12 @@ class Context:
     max_steps_per_task: int = field(
         default=40, metadata={"description": "Actions per task before the task fails."}
     )
+    lookahead: bool = field(
+        default=True,
+        metadata={
+            "description": "Prepare the next action while the verdict is computed (2 model calls on the critical path instead of 3); a verdict that is not a success discards it."
+        },
+    )
     dom_context_chars: int = field(
         default=8000,
         metadata={"description": "Size of the DOM window shown to refinement and action prompts."},

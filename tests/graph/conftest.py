@@ -10,6 +10,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from veriloop.context import Context
+from veriloop.llm.scripted import ScriptedRequest
 from veriloop.schemas import (
     ActionChoice,
     Observation,
@@ -103,10 +104,19 @@ JAS_ACTIONS = [
 ]
 
 
+def _jas_step(request: ScriptedRequest) -> int:
+    """Which Jas step the page in the prompt is at: the list, the empty form, the filled form."""
+    if 'value="Jas"' in request.text:
+        return 2
+    return 1 if 'data-veriloop-id="5"' in request.text else 0
+
+
 @pytest.fixture
 def jas(scripted_model):
-    """The seed's "Add a patient named Jas" task: plan, refinements and actions scripted; verdicts are up to the test."""
+    """The seed's "Add a patient named Jas" task: a scripted plan; refinements and actions answer the
+    page in the prompt, as a model would (a discarded lookahead must not shift them); verdicts are up
+    to the test."""
     scripted_model.script("planning", JAS_PLAN)
-    scripted_model.script("refinement", *JAS_REFINED)
-    scripted_model.script("action", *JAS_ACTIONS)
+    scripted_model.on("refinement", lambda request: JAS_REFINED[_jas_step(request)])
+    scripted_model.on("action", lambda request: JAS_ACTIONS[_jas_step(request)])
     return scripted_model

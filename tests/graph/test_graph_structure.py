@@ -1,4 +1,4 @@
-"""The compiled graph: eight nodes wired as DESIGN.md says (Mermaid snapshot plus explicit edges)."""
+"""The compiled graph: eleven nodes wired as DESIGN.md says (Mermaid snapshot plus explicit edges)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,23 @@ from veriloop.graph import build_graph, graph
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "graph.mmd"
 NODES = {
-    "planning", "step_refinement", "action_generation", "verification",
-    "correction", "replanning", "goal_achieved", "finalize",
+    "planning", "step_refinement", "action_generation", "observation", "verification",
+    "lookahead", "use_lookahead", "correction", "replanning", "goal_achieved", "finalize",
 }  # fmt: skip
 CONDITIONAL = {
     ("__start__", "planning"),
-    ("__start__", "verification"),
+    ("__start__", "observation"),
+    ("observation", "correction"),
+    ("observation", "verification"),
+    ("observation", "lookahead"),
     ("verification", "goal_achieved"),
+    ("verification", "use_lookahead"),
     ("verification", "planning"),
     ("verification", "correction"),
     ("action_generation", "finalize"),
     ("action_generation", "correction"),
+    ("use_lookahead", "finalize"),
+    ("use_lookahead", "correction"),
     ("correction", "finalize"),
     ("correction", "replanning"),
     ("replanning", "planning"),
@@ -29,10 +35,11 @@ DIRECT = {
     ("planning", "step_refinement"),
     ("step_refinement", "action_generation"),
     ("finalize", "__end__"),
+    ("lookahead", "__end__"),  # its branch ends; use_lookahead reads what it wrote
 }
 
 
-def test_eight_nodes_and_the_design_edges():
+def test_eleven_nodes_and_the_design_edges():
     drawn = graph.get_graph()
     assert set(drawn.nodes) - {"__start__", "__end__"} == NODES
     edges = {(e.source, e.target): e.conditional for e in drawn.edges}

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
 
-from veriloop.agent import TaskFinishedError
+from veriloop.agent import Agent, TaskFinishedError
+from veriloop.context import Context
+from veriloop.prompts.progress import CONTINUATION_SENTENCE, LOOKAHEAD_SENTENCE
 
 GOAL = "Add a patient named Jas"
 
@@ -78,14 +81,20 @@ def test_add_patient_jas_verifies_every_action_and_completes_once(agent, jas, ob
     assert finished.value.status == "completed"
 
 
+@pytest.mark.parametrize("lookahead", [False, True])
 def test_step_prompts_say_the_previous_action_succeeded_but_the_goal_is_open(
-    agent, jas, observe, verdict
+    jas, observe, verdict, lookahead
 ):
+    agent = Agent(checkpointer=InMemorySaver(), context=Context(lookahead=lookahead))
     jas.script("verification", verdict(True, False, 0.9))
     first = agent.step(observe("patients", query=GOAL))
     agent.step(observe("patient_form", task_id=first.task_id))
     refinement = [r for r in jas.requests if r.purpose == "refinement"]
-    assert "Previous action succeeded; the full goal is not yet achieved." not in refinement[0].text
-    assert "Previous action succeeded; the full goal is not yet achieved." in refinement[1].text
+    # Sequential: the verdict is known. Lookahead (beside the verdict): the prompt says it is
+    # pending and the answer counts only as after a success with the goal open.
+    said = LOOKAHEAD_SENTENCE if lookahead else CONTINUATION_SENTENCE
+    assert CONTINUATION_SENTENCE not in refinement[0].text
+    assert LOOKAHEAD_SENTENCE not in refinement[0].text
+    assert said in refinement[1].text
     # Refinement is grounded on a bounded page excerpt, inside the page-data delimiters.
     assert "<<<PAGE_DATA" in refinement[1].text and 'data-veriloop-id="5"' in refinement[1].text

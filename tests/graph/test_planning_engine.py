@@ -30,6 +30,7 @@ async def _plan_next(page, goal=GOAL, verification=None, **overrides):
     )
     args = dict(plan=None, step_index=0, sub_task_index=0, verified_step_index=None, suggestions=[])
     args.update(overrides)
+    args["succeeded"] = bool(verification and verification.get("success"))
     return await plan_next(get_llm(Context()), now, **args)
 
 

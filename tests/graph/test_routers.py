@@ -40,7 +40,7 @@ def _history(n: int) -> list[dict]:
     ("history", "before_state", "expected"),
     [
         ([], None, "planning"),
-        (_history(2), {"url": "u", "dom_hash": "h"}, "verification"),
+        (_history(2), {"url": "u", "dom_hash": "h"}, "observation"),
         (_history(2), None, "planning"),
     ],
 )

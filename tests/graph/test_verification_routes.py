@@ -81,11 +81,15 @@ def test_provider_down_propagates_and_leaves_the_task_unchanged(jas, observe, ve
 
     agent = Agent(checkpointer=InMemorySaver(), context=Context(llm_max_retries=0))
     first = agent.step(observe("patients", query=GOAL))
+    config = {"configurable": {"thread_id": first.task_id}}
+    before = agent.graph.get_state(config).values
     jas.script("verification", Fail(status=503))
     with pytest.raises(LLMUnavailable):
         agent.step(observe("patient_form", task_id=first.task_id))
     task = agent.get_task(first.task_id)
     assert [a["action"] for a in task.actions] == ["click(4)"] and task.verifications == []
+    # Nothing of the failed run stays: not the observation node's writes, not the lookahead's.
+    assert agent.graph.get_state(config).values == before
     # The same observation, once the provider is back, is verified normally.
     jas.script("verification", verdict(True, False, 0.9))
     again = agent.step(observe("patient_form", task_id=first.task_id))
