@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
-import operator
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
+from langgraph.channels import DeltaChannel
 from typing_extensions import TypedDict
 
 from veriloop.schemas.usage import add_usage
+
+
+def _appended(history: list, batches: Sequence[list]) -> list:
+    """The history with each batch of new records appended, in order."""
+    return [*history, *(record for batch in batches for record in batch)]
+
+
+def history() -> DeltaChannel:
+    """A task history's channel: it grows by a record a step, and a checkpoint stores only the new
+    records (the saver replays them, with a full snapshot every 100 updates), so the bytes a step
+    writes do not grow with the task."""
+    return DeltaChannel(_appended)
 
 
 class InputState(TypedDict, total=False):
@@ -56,7 +69,7 @@ class State(InputState, total=False):
     """Which node chose this invocation's action (recorded in the action history)."""
     correction_strategy: str | None
     """Strategy key correction applied this invocation, e.g. ``alternative_element(170)``; counted by finalize."""
-    action_history: Annotated[list[dict[str, Any]], operator.add]
+    action_history: Annotated[list[dict[str, Any]], history()]
     """ActionRecord dumps of every action handed to the client, in order (page summaries, no skeletons)."""
     before_state: dict[str, Any] | None
     """BeforeState dump (with its skeleton) of the page the last action was chosen on; None before the first."""
@@ -68,9 +81,9 @@ class State(InputState, total=False):
     """Lookahead dump: the next step and action a verified success leads to; used only after that success."""
     verification_result: dict[str, Any] | None
     """VerificationResult dump for the previous action, from this invocation (None when not verified)."""
-    verification_history: Annotated[list[dict[str, Any]], operator.add]
+    verification_history: Annotated[list[dict[str, Any]], history()]
     """Every VerificationResult dump of the task, in order."""
-    action_fingerprints: Annotated[list[str], operator.add]
+    action_fingerprints: Annotated[list[str], history()]
     """Fingerprints of (action, page skeleton) already tried, for loop detection."""
     correction_attempts: int
     """Corrections spent on the current step."""

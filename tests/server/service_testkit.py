@@ -217,21 +217,23 @@ class ProcessServer:
 
 
 def read_head(database_url: str, task_id: str) -> dict[str, Any] | None:
-    """The latest checkpoint's channel values of a task, read straight from the database."""
+    """The task's state at its latest checkpoint, read straight from the database (histories replayed)."""
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from veriloop.graph import build_graph
 
     async def read() -> dict[str, Any] | None:
         config = {"configurable": {"thread_id": task_id}}
         if database_url.startswith("postgresql"):
-            async with AsyncPostgresSaver.from_conn_string(database_url) as saver:
-                found = await saver.aget_tuple(config)
+            saver_cm = AsyncPostgresSaver.from_conn_string(database_url)
         else:
-            async with AsyncSqliteSaver.from_conn_string(
-                database_url.removeprefix("sqlite:///")
-            ) as saver:
-                found = await saver.aget_tuple(config)
-        return None if found is None else found.checkpoint["channel_values"]
+            saver_cm = AsyncSqliteSaver.from_conn_string(database_url.removeprefix("sqlite:///"))
+        async with saver_cm as saver:
+            if await saver.aget_tuple(config) is None:
+                return None
+            state = await build_graph().compile(checkpointer=saver).aget_state(config)
+            return state.values
 
     return asyncio.run(read())
 
