@@ -29,7 +29,7 @@ async def planning(state: State, runtime: Runtime[Context]) -> dict:
     plan = plan_of(state)
     validation = state.get("plan_validation") or {}
     outcome = await plan_next(
-        get_llm(ctx),
+        get_llm(ctx, "planning"),
         step_context(state, ctx),
         plan=plan,
         step_index=state.get("current_step_index", 0),

@@ -13,6 +13,7 @@ from veriloop.engines.planning import (
 from veriloop.engines.verification import verify_action_with_observations
 from veriloop.graph.state import State
 from veriloop.llm import get_llm
+from veriloop.llm.search import search_for
 from veriloop.nodes.support import plan_of, task_log
 from veriloop.schemas.observation import BeforeState, ClientObservations
 from veriloop.schemas.records import ActionRecord
@@ -34,7 +35,7 @@ async def verification(state: State, runtime: Runtime[Context]) -> dict:
         before_state=BeforeState.model_validate(state["before_state"]),
         current_dom=state["dom"],
         current_url=state["url"],
-        llm=get_llm(ctx),
+        llm=get_llm(ctx, "verification"),
         client_observations=ClientObservations.model_validate(client) if client else None,
         current_active_element=state.get("active_element"),
         sub_task_objective=sub_task.objective if sub_task else None,
@@ -42,6 +43,7 @@ async def verification(state: State, runtime: Runtime[Context]) -> dict:
         success_threshold=ctx.success_threshold,
         goal_threshold=ctx.goal_threshold,
         low_confidence_threshold=ctx.low_confidence_threshold,
+        search=search_for(ctx, "verification"),
         log=task_log(state, "verification"),
     )
     result = outcome.result
