@@ -21,12 +21,10 @@ from typing import Any
 
 import openai
 
+from veriloop.context import HIGHEST_EFFORT_PURPOSES
 from veriloop.schemas.usage import Purpose
 
 log = logging.getLogger(__name__)
-
-HIGHEST_EFFORT_BY_DEFAULT: tuple[str, ...] = ("verification",)
-"""Purposes that ask for the model's highest effort when none is configured."""
 
 # Longest prefix wins. None: the model does not take reasoning_effort at all.
 _HIGHEST_EFFORT: dict[str, str | None] = {
@@ -66,12 +64,12 @@ def effort_for(purpose: Purpose | None, model: str, configured: str | None) -> s
     """The ``reasoning_effort`` to send for ``purpose`` on ``model``; None leaves the parameter out.
 
     A configured effort goes to any model not known to refuse it; unconfigured, only the purposes in
-    :data:`HIGHEST_EFFORT_BY_DEFAULT` get one, the highest of a known model.
+    :data:`~veriloop.context.HIGHEST_EFFORT_PURPOSES` get one, the highest of a known model.
     """
     known, highest = _known(model)
     if configured is not None:
         return None if known and highest is None else configured
-    if purpose in HIGHEST_EFFORT_BY_DEFAULT:
+    if purpose in HIGHEST_EFFORT_PURPOSES:
         return highest
     return None
 

@@ -33,6 +33,8 @@ class PurposeSettings(TypedDict, total=False):
     """Look facts up when a verdict needs them (verification only)."""
 
 
+HIGHEST_EFFORT_PURPOSES = ("verification",)
+"""Purposes that ask for their model's highest reasoning effort unless their own entry sets one."""
 GROUNDED_PURPOSES = ("verification",)
 """Purposes whose engine can look facts up; ``grounding`` set for any other purpose is an error."""
 
@@ -54,7 +56,8 @@ class Context:
         default=None,
         metadata={
             "description": "Reasoning effort for every purpose, sent only to models that accept it; "
-            "None leaves it out, except for verification, which asks for the highest its model supports."
+            "None leaves it out. Verification asks for the highest its model supports unless "
+            "purposes.verification.reasoning_effort says otherwise."
         },
     )
     max_tokens: int | None = field(
@@ -142,7 +145,7 @@ class Context:
     def for_purpose(self, purpose: Purpose | None) -> PurposeSettings:
         """The settings a call for ``purpose`` uses: its own entry over the defaults (None: the defaults)."""
         resolved: PurposeSettings = {"model": self.model}
-        if self.reasoning_effort is not None:
+        if self.reasoning_effort is not None and purpose not in HIGHEST_EFFORT_PURPOSES:
             resolved["reasoning_effort"] = self.reasoning_effort
         if self.max_tokens is not None:
             resolved["max_tokens"] = self.max_tokens
