@@ -40,6 +40,14 @@ class ModelUsage(WireModel):
             calls=self.calls + other.calls,
         )
 
+    def __sub__(self, other: ModelUsage) -> ModelUsage:
+        return ModelUsage(
+            input_tokens=self.input_tokens - other.input_tokens,
+            output_tokens=self.output_tokens - other.output_tokens,
+            cost_usd=round(self.cost_usd - other.cost_usd, 10),
+            calls=self.calls - other.calls,
+        )
+
 
 class Usage(WireModel):
     """Tokens, cost and calls for one call or an accumulated total."""
@@ -63,6 +71,22 @@ class Usage(WireModel):
             cost_usd=round(self.cost_usd + other.cost_usd, 10),
             calls=self.calls + other.calls,
             latency_ms=round(self.latency_ms + other.latency_ms, 3),
+            by_model=by_model,
+        )
+
+    def __sub__(self, earlier: Usage) -> Usage:
+        """What was added since ``earlier`` (a previous total of the same counter)."""
+        by_model = {
+            model: usage - earlier.by_model[model] if model in earlier.by_model else usage
+            for model, usage in self.by_model.items()
+            if usage != earlier.by_model.get(model)
+        }
+        return Usage(
+            input_tokens=self.input_tokens - earlier.input_tokens,
+            output_tokens=self.output_tokens - earlier.output_tokens,
+            cost_usd=round(self.cost_usd - earlier.cost_usd, 10),
+            calls=self.calls - earlier.calls,
+            latency_ms=round(self.latency_ms - earlier.latency_ms, 3),
             by_model=by_model,
         )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
 from typing import Annotated, Any, Literal, get_args
@@ -152,6 +153,35 @@ class Context:
         if purpose is not None:
             resolved.update(self.purposes.get(purpose, {}))
         return resolved
+
+
+def cli_settings(
+    models: Sequence[str] = (), efforts: Sequence[str] = (), groundings: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Context keyword arguments from the CLI's repeatable options.
+
+    ``--model NAME`` sets the default of every purpose and ``--model PURPOSE=NAME`` one purpose's;
+    ``--reasoning-effort`` alike; ``--grounding PROVIDER`` enables a lookup for verification (or
+    ``PURPOSE=PROVIDER``). Context validates the result (unknown purposes and values are errors).
+    """
+    settings: dict[str, Any] = {}
+    purposes: dict[str, dict[str, str]] = {}
+    for key, values in (
+        ("model", models),
+        ("reasoning_effort", efforts),
+        ("grounding", groundings),
+    ):
+        for value in values:
+            purpose, has_purpose, name = value.partition("=")
+            if not has_purpose and key == "grounding":
+                purpose, has_purpose, name = GROUNDED_PURPOSES[0], "=", value
+            if has_purpose:
+                purposes.setdefault(purpose.strip(), {})[key] = name.strip()
+            else:
+                settings[key] = value.strip()
+    if purposes:
+        settings["purposes"] = purposes
+    return settings
 
 
 @cache

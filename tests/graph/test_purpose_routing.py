@@ -48,3 +48,29 @@ def test_the_graph_routes_every_call_by_purpose_and_counts_usage_per_model(
     }
     o3 = usage["planning"]["by_model"]["o3"]
     assert o3["cost_usd"] > 0 and o3["cost_usd"] == usage["planning"]["cost_usd"]
+
+
+def test_verification_grounded_through_the_graph_counts_the_lookup(jas, observe, verdict) -> None:
+    jas.script(
+        "verification",
+        verdict(True, False, 0.75, "The form opened.", lookup_query="clinic patient form fields"),
+        verdict(True, False, 0.9, "The form opened, as the clinic's docs describe."),
+    )
+    jas.script("grounding", "The new patient form asks for a full name.")
+    ctx = Context(
+        purposes={
+            "verification": {"grounding": "openai"},
+            "grounding": {"model": "gpt-4.1"},
+        }
+    )
+    agent = Agent(checkpointer=InMemorySaver(), context=ctx)
+    first = agent.step(observe("patients", query=GOAL))
+    second = agent.step(observe("patient_form", task_id=first.task_id))
+    assert second.verification.confidence == 0.9
+    lookup = [r for r in jas.requests if r.purpose == "grounding"]
+    assert len(lookup) == 1 and lookup[0].endpoint == "responses"
+    assert "clinic patient form fields" in lookup[0].body["input"]
+    usage = agent.get_task(first.task_id).usage
+    calls = {(purpose, model): u.calls for purpose, model, u in usage_by_purpose_and_model(usage)}
+    assert calls[("verification", "gpt-4.1-mini")] == 2
+    assert calls[("grounding", "gpt-4.1")] == 1
