@@ -38,3 +38,39 @@ def test_langgraph_dev_runs_one_task_step(dev_server, jas, page):
     assert [a["action"] for a in state["action_history"]] == ["click(4)"]
     assert state["action_history"][0]["before_state"]["url"] == "http://clinic.test/patients"
     assert (jas.calls("planning"), jas.calls("refinement"), jas.calls("action")) == (1, 1, 1)
+
+
+def test_studio_configures_models_per_purpose(dev_server, jas, page):
+    client = get_sync_client(url=dev_server)
+    (assistant,) = client.assistants.search(graph_id="veriloop")
+    schema = client.assistants.get_schemas(assistant["assistant_id"])["context_schema"]
+    purposes = schema["properties"]["purposes"]
+    assert "verification" in purposes["propertyNames"]["enum"]
+    settings = schema["$defs"][purposes["additionalProperties"]["$ref"].rsplit("/", 1)[-1]]
+    assert set(settings["properties"]) == {"model", "reasoning_effort", "max_tokens", "grounding"}
+    assert "high" in settings["properties"]["reasoning_effort"]["enum"]
+
+    thread = client.threads.create()
+    client.runs.wait(
+        thread["thread_id"],
+        "veriloop",
+        input={
+            "task_id": thread["thread_id"],
+            "goal": "Add a patient named Jas",
+            "url": "http://clinic.test/patients",
+            "dom": page("patients"),
+        },
+        context={
+            "purposes": {
+                "planning": {"model": "o3", "reasoning_effort": "low"},
+                "action": {"model": "local-actor", "max_tokens": 200},
+            }
+        },
+    )
+    carried = [(r.purpose, r.body["model"], r.body.get("reasoning_effort")) for r in jas.requests]
+    assert carried == [
+        ("planning", "o3", "low"),
+        ("refinement", "gpt-4.1-mini", None),
+        ("action", "local-actor", None),
+    ]
+    assert jas.requests[2].body["max_completion_tokens"] == 200
