@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
+from functools import reduce
 from pathlib import Path
 from typing import Annotated
 
@@ -300,6 +301,7 @@ def demo(
     """Run three goals on the bundled patient-records app; exit 0 only if the app confirms each one."""
     from veriloop.runners.browser import ChromiumNotFound
     from veriloop.runners.demo import model_configured, run_demo
+    from veriloop.schemas.usage import add_usage
 
     if model_configured():
         endpoint = os.environ.get("OPENAI_BASE_URL") or "OpenAI"
@@ -330,6 +332,7 @@ def demo(
             "[green]confirmed by the app[/]" if check.passed else "[red]NOT confirmed by the app[/]"
         )
         console.print(f"{escape(check.goal)}: {verdict} ({escape(check.detail)}; {agent_says})")
+    console.print(usage_table(reduce(add_usage, (run.usage for run in result.runs), {})))
     console.print(f"report: {result.report.resolve()}")
     raise typer.Exit(result.exit_code)
 
