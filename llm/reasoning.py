@@ -98,7 +98,8 @@ def _rejects_effort(exc: openai.BadRequestError) -> bool:
     body = exc.body if isinstance(exc.body, dict) else {}
     error = body.get("error", body) if isinstance(body.get("error", body), dict) else {}
     text = f"{exc.param or ''} {error.get('param') or ''} {error.get('message') or exc.message}"
-    return "reasoning_effort" in text or "reasoning.effort" in text
+    # OpenAI names the parameter; other servers say the model does not reason or think.
+    return any(word in text.lower() for word in ("reasoning", "thinking"))
 
 
 def with_call_options(exchange: Any, options: CallOptions, endpoint: str, model: str) -> Any:
