@@ -47,7 +47,7 @@ def get_llm(context: Context | None = None, purpose: Purpose | None = None) -> O
         reasoning_effort=effort_for(purpose, settings["model"], settings.get("reasoning_effort")),
         max_tokens=settings.get("max_tokens"),
     )
-    base_url, api_key = endpoint(ctx)
+    base_url, api_key = _endpoint(ctx)
     return _cached_llm(
         settings["model"],
         base_url,
@@ -59,7 +59,7 @@ def get_llm(context: Context | None = None, purpose: Purpose | None = None) -> O
     )
 
 
-def endpoint(context: Context) -> tuple[str | None, str]:
+def _endpoint(context: Context) -> tuple[str | None, str]:
     """(base URL, API key) of the OpenAI-compatible provider; LLMUnavailable when none is configured."""
     base_url = context.base_url or os.environ.get("OPENAI_BASE_URL") or None
     api_key = os.environ.get("OPENAI_API_KEY") or None

@@ -32,9 +32,9 @@ from tavily import AsyncTavilyClient
 from tavily import errors as tavily_errors
 
 from veriloop.context import Context
-from veriloop.llm import endpoint
-from veriloop.llm.openai_client import PURPOSE_HEADER
-from veriloop.llm.pricing import load_prices, usage_for
+from veriloop.llm import get_llm
+from veriloop.llm.openai_client import PURPOSE_HEADER, OpenAIStructuredLLM
+from veriloop.llm.pricing import usage_for
 from veriloop.schemas.usage import ModelUsage, Purpose, Usage
 
 GROUNDING: Purpose = "grounding"
@@ -155,29 +155,25 @@ class OpenAIWebSearch:
 
     name = "openai"
 
-    def __init__(
-        self,
-        *,
-        model: str,
-        api_key: str,
-        base_url: str | None = None,
-        timeout_s: float = 60.0,
-        max_retries: int = 2,
-    ) -> None:
-        self.model = model
-        self.prices = load_prices()
-        self._settings = {
-            "api_key": api_key,
-            "base_url": base_url,
-            "timeout": timeout_s,
-            "max_retries": max_retries,
-        }
+    def __init__(self, llm: OpenAIStructuredLLM) -> None:
+        self.llm = llm
+        """The grounding purpose's client: its model searches, on its endpoint, key and prices."""
+
+    @property
+    def model(self) -> str:
+        return self.llm.model
 
     async def asearch(self, query: str) -> SearchResults:
         headers = {PURPOSE_HEADER: GROUNDING}
         prompt = SEARCH_INSTRUCTIONS + query
         try:
-            async with AsyncOpenAI(**self._settings) as client:
+            sync = self.llm.client  # the same endpoint, key, timeout and retries, async
+            async with AsyncOpenAI(
+                api_key=sync.api_key,
+                base_url=sync.base_url,
+                timeout=sync.timeout,
+                max_retries=sync.max_retries,
+            ) as client:
                 if "search" in self.model:  # a search-capable chat model
                     completion = await client.chat.completions.create(
                         model=self.model,
@@ -196,7 +192,7 @@ class OpenAIWebSearch:
                     answer, hits, tokens, searches = _from_response(response)
         except (openai.APIError, ValueError, AttributeError, TypeError, IndexError) as exc:
             raise SearchUnavailable(f"openai web search ({self.model}): {exc}") from exc
-        usage = usage_for(self.model, *tokens, self.prices)
+        usage = usage_for(self.model, *tokens, self.llm.prices)
         fee = round(searches * OPENAI_WEB_SEARCH_USD, 10)
         spent = usage.by_model[self.model].model_copy(
             update={"cost_usd": round(usage.cost_usd + fee, 10)}
@@ -251,11 +247,4 @@ def search_for(context: Context, purpose: Purpose) -> SearchProvider | None:
         return None
     if provider == "tavily":
         return TavilySearch(timeout_s=context.llm_timeout_s)
-    base_url, api_key = endpoint(context)
-    return OpenAIWebSearch(
-        model=context.for_purpose(GROUNDING)["model"],
-        api_key=api_key,
-        base_url=base_url,
-        timeout_s=context.llm_timeout_s,
-        max_retries=context.llm_max_retries,
-    )
+    return OpenAIWebSearch(get_llm(context, GROUNDING))
