@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from veriloop.context import Context, PlanContext
+from veriloop.context import Context, PlanContext, cli_settings
 from veriloop.llm import get_llm
 from veriloop.llm.reasoning import effort_for
 from veriloop.llm.scripted import ANY_PURPOSE, Fail, ScriptedModelServer, ScriptedRequest
@@ -164,3 +164,26 @@ def test_bad_environment_json_says_which_variable(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("VERILOOP_PURPOSES", "{verification: o4-mini}")
     with pytest.raises(ValueError, match="VERILOOP_PURPOSES must be a JSON object"):
         Context()
+
+
+def test_cli_values_become_context_settings() -> None:
+    settings = cli_settings(
+        ["gpt-4.1", "verification=o4-mini", "grounding = gpt-4o-mini-search-preview"],
+        ["low", "verification=xhigh"],
+        ["openai"],
+    )
+    assert settings == {
+        "model": "gpt-4.1",
+        "reasoning_effort": "low",
+        "purposes": {
+            "verification": {
+                "model": "o4-mini",
+                "reasoning_effort": "xhigh",
+                "grounding": "openai",
+            },
+            "grounding": {"model": "gpt-4o-mini-search-preview"},
+        },
+    }
+    assert Context(**settings).for_purpose("grounding")["model"] == "gpt-4o-mini-search-preview"
+    with pytest.raises(ValueError, match="only verification can look facts up"):
+        Context(**cli_settings(groundings=["action=tavily"]))
