@@ -7,6 +7,8 @@ import logging
 LOW_CONFIDENCE_COMPLETION = "Low confidence completion"
 CLIENT_WITNESS_OVERRIDE = "Client witness override"
 MISSING_BEFORE_STATE = "Missing before_state"
+GROUNDED_VERDICT = "Grounded verdict"
+GROUNDING_UNAVAILABLE = "Grounding unavailable"
 
 _BASE = logging.getLogger("veriloop")
 

@@ -15,7 +15,7 @@ run out (a new plan would be needed, and the goal is the likelier outcome).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -25,7 +25,7 @@ from veriloop.engines.refinement import refine_step
 from veriloop.engines.step_context import StepContext
 from veriloop.llm.base import AsyncStructuredLLM
 from veriloop.schemas.plan import Plan
-from veriloop.schemas.usage import add_usage
+from veriloop.schemas.usage import Purpose, add_usage
 
 
 def lookahead_allowed(plan: Plan | None, step_index: int, verified_step_index: int | None) -> bool:
@@ -53,7 +53,7 @@ class Lookahead:
 
 
 async def prepare_next_action(
-    llm: AsyncStructuredLLM,
+    llm_for: Callable[[Purpose], AsyncStructuredLLM],
     now: StepContext,
     *,
     plan: Plan,
@@ -64,10 +64,11 @@ async def prepare_next_action(
 ) -> tuple[Lookahead, dict[str, dict]]:
     """Advance the plan as a success would, refine that step on this page, choose its action.
 
-    ``now`` carries no verdict (it is not known yet). Returns the lookahead and its usage.
+    ``llm_for`` gives each purpose's model; ``now`` carries no verdict (it is not known yet).
+    Returns the lookahead and its usage.
     """
     planned = await plan_next(
-        llm,
+        llm_for("planning"),
         now,
         plan=plan,
         step_index=step_index,
@@ -78,9 +79,9 @@ async def prepare_next_action(
     )
     step = planned.plan.steps[planned.step_index]
     sub_task = current_sub_task(planned.plan, planned.step_index, planned.sub_task_index)
-    refined = await refine_step(llm, now, step=step, sub_task=sub_task)
+    refined = await refine_step(llm_for("refinement"), now, step=step, sub_task=sub_task)
     chosen = await choose_action(
-        llm,
+        llm_for("action"),
         now,
         instruction=refined.step.instruction,
         target_element_id=refined.step.target_element_id,

@@ -7,6 +7,12 @@ typed verdict decides: ``goal_achieved`` and ``success`` come from
 ``task_completed``/``action_succeeded`` and the confidence, never from words
 in ``reason``. A model answer that cannot be used is a failed verification
 with ``goal_achieved`` unset; a provider outage (LLMUnavailable) propagates.
+
+Grounding (off unless a search provider is given): when the verdict names a
+``lookup_query`` or its confidence sits between the thresholds, one web lookup
+runs and the model judges again with the results fenced as untrusted data; the
+second verdict stands, its reason citing the sources. At most one lookup per
+verification; a search outage keeps the first verdict and logs an event.
 """
 
 from __future__ import annotations
@@ -16,13 +22,22 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from veriloop.engines.log import CLIENT_WITNESS_OVERRIDE, LOW_CONFIDENCE_COMPLETION, task_logger
+from veriloop.engines.log import (
+    CLIENT_WITNESS_OVERRIDE,
+    GROUNDED_VERDICT,
+    GROUNDING_UNAVAILABLE,
+    LOW_CONFIDENCE_COMPLETION,
+    task_logger,
+)
 from veriloop.engines.loop import action_fingerprint
 from veriloop.engines.observation import build_observation_list
-from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError
+from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError, Structured
+from veriloop.llm.search import SearchProvider, SearchResults, SearchUnavailable
+from veriloop.prompts.grounding import grounded_messages, render_results
 from veriloop.prompts.verification import build_verification_messages
 from veriloop.schemas.observation import BeforeState, ClientObservations
 from veriloop.schemas.outputs import SemanticVerdict
+from veriloop.schemas.usage import add_usage
 from veriloop.schemas.verification import VerificationResult
 
 NO_CHANGE_CONFIDENCE = 0.2
@@ -53,11 +68,34 @@ class VerificationOutcome:
 
     result: VerificationResult
     usage: dict[str, dict]
-    """``{"verification": Usage dict}`` when the model was called, else ``{}`` (add_usage-shaped)."""
+    """``{"verification": Usage dict}`` when the model was called (plus ``"grounding"`` after a
+    lookup), else ``{}`` (add_usage-shaped)."""
     page_state: BeforeState
     """The current page, ready to be the ``before_state`` of the next action."""
     fingerprint: str
     """Fingerprint of (verified action, page it acted on); keep it in the step's ``seen_fingerprints``."""
+
+
+def needs_lookup(
+    verdict: SemanticVerdict, *, threshold: float, low_confidence_threshold: float
+) -> bool:
+    """The verdict asks for a fact (``lookup_query``) or is unsure: ``threshold <= confidence < low``."""
+    return bool(verdict.lookup_query) or threshold <= verdict.confidence < low_confidence_threshold
+
+
+async def _look_up(
+    search: SearchProvider, query: str, log: logging.LoggerAdapter
+) -> SearchResults | None:
+    """The lookup's results; None (and a logged event) when the provider failed or found nothing."""
+    try:
+        results = await search.asearch(query)
+    except SearchUnavailable as exc:
+        log.event(GROUNDING_UNAVAILABLE, f"{exc}; keeping the ungrounded verdict", logging.WARNING)
+        return None
+    if not results.hits and not results.answer:
+        log.event(GROUNDING_UNAVAILABLE, f"{search.name} found nothing for {query!r}")
+        return None
+    return results
 
 
 @dataclass
@@ -133,6 +171,7 @@ async def judge_action(
     success_threshold: float = 0.70,
     goal_threshold: float = 0.70,
     low_confidence_threshold: float = 0.85,
+    search: SearchProvider | None = None,
     log: logging.LoggerAdapter | None = None,
 ) -> tuple[VerificationResult, dict[str, dict]]:
     """The semantic verdict (cost order 3) on observations that showed a change: one model call.
@@ -156,11 +195,22 @@ async def judge_action(
             "model_called": True,
         }
         return facts.model_copy(update=unusable), {}
+    usage = answer.usage_update("verification")
+    sources: list[str] = []
+    if search is not None and needs_lookup(
+        answer.value,
+        threshold=min(success_threshold, goal_threshold),
+        low_confidence_threshold=low_confidence_threshold,
+    ):
+        answer, usage, sources = await _grounded(llm, search, messages, goal, answer, usage, log)
     verdict = answer.value
+    reason = verdict.reason
+    if sources:
+        reason += " Sources: " + "; ".join(f"[{n}] {url}" for n, url in enumerate(sources, 1))
     judged = {
         "success": verdict.action_succeeded and verdict.confidence >= success_threshold,
         "confidence": verdict.confidence,
-        "reason": verdict.reason,
+        "reason": reason,
         "action_succeeded": verdict.action_succeeded,
         "task_completed": verdict.task_completed,
         "goal_achieved": compute_goal_achieved(
@@ -175,8 +225,9 @@ async def judge_action(
         "failure_category": verdict.failure_category,
         "impossible": verdict.impossible,
         "model_called": True,
+        "grounding_sources": sources,
     }
-    return facts.model_copy(update=judged), answer.usage_update("verification")
+    return facts.model_copy(update=judged), usage
 
 
 async def verify_action_with_observations(
@@ -195,6 +246,7 @@ async def verify_action_with_observations(
     success_threshold: float = 0.70,
     goal_threshold: float = 0.70,
     low_confidence_threshold: float = 0.85,
+    search: SearchProvider | None = None,
     log: logging.LoggerAdapter | None = None,
 ) -> VerificationOutcome:
     """Verify ``action`` against the page now: :func:`observe_action`, then :func:`judge_action`
@@ -223,6 +275,47 @@ async def verify_action_with_observations(
             success_threshold=success_threshold,
             goal_threshold=goal_threshold,
             low_confidence_threshold=low_confidence_threshold,
+            search=search,
             log=log,
         )
     return VerificationOutcome(result, usage, observed.page_state, observed.fingerprint)
+
+
+async def _grounded(
+    llm: AsyncStructuredLLM,
+    search: SearchProvider,
+    messages: list[dict[str, str]],
+    goal: str,
+    answer: Structured[SemanticVerdict],
+    usage: dict[str, dict],
+    log: logging.LoggerAdapter,
+) -> tuple[Structured[SemanticVerdict], dict[str, dict], list[str]]:
+    """One lookup and one second judgement: (the verdict that stands, usage so far, cited URLs)."""
+    query = answer.value.lookup_query or goal
+    results = await _look_up(search, query, log)
+    if results is None:
+        return answer, usage, []
+    usage = add_usage(usage, results.usage_update())
+    second = await _judge_again(llm, messages, results, log)
+    if second is None:
+        return answer, usage, []
+    sources = [hit.url for hit in results.hits]
+    log.event(GROUNDED_VERDICT, f"{search.name}: {query!r}, {len(sources)} sources")
+    return second, add_usage(usage, second.usage_update("verification")), sources
+
+
+async def _judge_again(
+    llm: AsyncStructuredLLM,
+    messages: list[dict[str, str]],
+    results: SearchResults,
+    log: logging.LoggerAdapter,
+) -> Structured[SemanticVerdict] | None:
+    """The verdict with the search results; None (the first verdict stands) when it is unusable."""
+    text = render_results(results.answer, [(h.title, h.url, h.content) for h in results.hits])
+    try:
+        return await llm.astructured(
+            "verification", grounded_messages(messages, results.query, text), SemanticVerdict
+        )
+    except LLMOutputError as exc:
+        log.warning("grounded verdict unusable, keeping the first one: %s", exc)
+        return None

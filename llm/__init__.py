@@ -1,7 +1,8 @@
 """The model boundary: structured calls (messages + pydantic schema -> validated instance + usage).
 
-``get_llm(context)`` builds, once per configuration, the default client on the
-``openai`` SDK. Configuration comes from ``Context`` (model, base_url, timeout,
+``get_llm(context, purpose)`` builds, once per configuration, the default client on the
+``openai`` SDK for one purpose. Configuration comes from ``Context`` (model,
+reasoning effort and token cap, per purpose over one default; base_url, timeout,
 retries; each also settable as ``VERILOOP_<FIELD>``) and the environment:
 ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` (OpenAI-compatible servers such as
 vLLM, Ollama, llama.cpp), ``VERILOOP_PRICES``.
@@ -27,18 +28,40 @@ from veriloop.llm.base import (
 from veriloop.llm.langchain_adapter import LangChainStructuredLLM
 from veriloop.llm.openai_client import OpenAIStructuredLLM
 from veriloop.llm.pricing import PRICES_ENV
+from veriloop.llm.reasoning import CallOptions, effort_for, forget_rejections
+from veriloop.schemas.usage import Purpose
 
 PLACEHOLDER_API_KEY = "not-needed"
 """Sent to a local server (OPENAI_BASE_URL set, no OPENAI_API_KEY): most ignore it, the SDK requires one."""
 
 
-def get_llm(context: Context | None = None) -> OpenAIStructuredLLM:
-    """The structured-call client for ``context`` (cached per model, endpoint, key, timeout, retries, prices).
+def get_llm(context: Context | None = None, purpose: Purpose | None = None) -> OpenAIStructuredLLM:
+    """The structured-call client for ``purpose``'s calls under ``context`` (None: the default settings).
 
+    Cached per model, reasoning effort, token cap, endpoint, key, timeout, retries and prices.
     Raises LLMUnavailable when no provider is configured at all.
     """
     ctx = context or Context()
-    base_url = ctx.base_url or os.environ.get("OPENAI_BASE_URL") or None
+    settings = ctx.for_purpose(purpose)
+    options = CallOptions(
+        reasoning_effort=effort_for(purpose, settings["model"], settings.get("reasoning_effort")),
+        max_tokens=settings.get("max_tokens"),
+    )
+    base_url, api_key = _endpoint(ctx)
+    return _cached_llm(
+        settings["model"],
+        base_url,
+        api_key,
+        float(ctx.llm_timeout_s),
+        int(ctx.llm_max_retries),
+        os.environ.get(PRICES_ENV),
+        options,
+    )
+
+
+def _endpoint(context: Context) -> tuple[str | None, str]:
+    """(base URL, API key) of the OpenAI-compatible provider; LLMUnavailable when none is configured."""
+    base_url = context.base_url or os.environ.get("OPENAI_BASE_URL") or None
     api_key = os.environ.get("OPENAI_API_KEY") or None
     if api_key is None:
         if base_url is None:
@@ -48,14 +71,7 @@ def get_llm(context: Context | None = None) -> OpenAIStructuredLLM:
                 "or llama.cpp; choose the model with VERILOOP_MODEL"
             )
         api_key = PLACEHOLDER_API_KEY
-    return _cached_llm(
-        ctx.model,
-        base_url,
-        api_key,
-        float(ctx.llm_timeout_s),
-        int(ctx.llm_max_retries),
-        os.environ.get(PRICES_ENV),
-    )
+    return base_url, api_key
 
 
 @lru_cache(maxsize=32)
@@ -66,6 +82,7 @@ def _cached_llm(
     timeout_s: float,
     max_retries: int,
     prices_env: str | None,
+    options: CallOptions,
 ) -> OpenAIStructuredLLM:
     # prices_env is only part of the key: the client reads $VERILOOP_PRICES itself.
     return OpenAIStructuredLLM(
@@ -74,12 +91,15 @@ def _cached_llm(
         base_url=base_url,
         timeout_s=timeout_s,
         max_retries=max_retries,
+        options=options,
     )
 
 
 def clear_llm_cache() -> None:
-    """Forget cached clients (after changing the environment, or between tests)."""
+    """Forget cached clients and the models that refused reasoning_effort (after changing the
+    environment, or between tests)."""
     _cached_llm.cache_clear()
+    forget_rejections()
 
 
 __all__ = [

@@ -50,6 +50,7 @@ from veriloop.llm.base import (
     ToolTurn,
 )
 from veriloop.llm.pricing import PriceOverrides, load_prices, usage_for
+from veriloop.llm.reasoning import CallOptions, with_call_options
 from veriloop.schemas.usage import Purpose, Usage
 
 log = logging.getLogger(__name__)
@@ -79,8 +80,11 @@ class OpenAIStructuredLLM:
         timeout_s: float = 60.0,
         max_retries: int = 2,
         prices: PriceOverrides | None = None,
+        options: CallOptions | None = None,
     ) -> None:
         self.model = model
+        self.options = options or CallOptions()
+        """Reasoning effort and output-token cap sent with every request (see veriloop.llm.reasoning)."""
         self.prices = load_prices(prices)
         """USD per 1M tokens: defaults, then $VERILOOP_PRICES, then ``prices``."""
         # The SDK's retries (exponential backoff, Retry-After) are the only retry layer.
@@ -217,6 +221,7 @@ class OpenAIStructuredLLM:
 
     def _run(self, exchange: Exchange) -> Any:
         """Drive ``exchange`` over the sync client."""
+        exchange = with_call_options(exchange, self.options, str(self.client.base_url), self.model)
         try:
             request = next(exchange)
             while True:
@@ -233,6 +238,7 @@ class OpenAIStructuredLLM:
     async def _arun(self, exchange: Exchange) -> Any:
         """Drive ``exchange`` over this event loop's async client."""
         completions = (await self._async_client()).chat.completions.with_raw_response
+        exchange = with_call_options(exchange, self.options, str(self.client.base_url), self.model)
         try:
             request = next(exchange)
             while True:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from veriloop.schemas.usage import Usage
+from veriloop.schemas.usage import ModelUsage, Usage
 
 PRICES_ENV = "VERILOOP_PRICES"
 
@@ -108,10 +108,11 @@ def cost_usd(
 def usage_for(
     model: str, input_tokens: int, output_tokens: int, table: Mapping[str, Price]
 ) -> Usage:
-    """The Usage of one call: its tokens and their cost."""
-    return Usage(
+    """The Usage of one call: its tokens and their cost, under ``by_model[model]`` too."""
+    spent = ModelUsage(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         cost_usd=cost_usd(model, input_tokens, output_tokens, table),
         calls=1,
     )
+    return Usage(**spent.model_dump(), by_model={model: spent})

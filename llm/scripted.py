@@ -34,11 +34,17 @@ tools answered::
 
 ``ToolCalls`` ids are ``call_<n>``, n counting the conversation's tool calls
 from 1 (so they are unique within a conversation and deterministic).
+
+``POST /v1/responses`` (the Responses API, which web search uses) is served from
+the same scripts: its ``input`` is the request's one user message, a str answer
+becomes the output text, and a dict answer is sent as the whole response object
+(to script ``web_search_call`` items and ``url_citation`` annotations).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import socket
@@ -127,6 +133,8 @@ class ScriptedRequest:
     """HTTP headers with lower-case names, e.g. ``headers["x-veriloop-purpose"]``."""
     tools: list[str] = field(default_factory=list)
     """Names of the function tools offered (empty when the request offers none)."""
+    endpoint: str = "chat.completions"
+    """Which API the request called: ``chat.completions`` or ``responses``."""
 
     @property
     def text(self) -> str:
@@ -397,17 +405,21 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            if self.path.rstrip("/") != "/v1/chat/completions":
+            endpoint = _ENDPOINTS.get(self.path.rstrip("/"))
+            if endpoint is None:
                 self._send_error(404, f"no route POST {self.path}")
                 return
             try:
                 body = json.loads(raw or b"{}")
+                if endpoint == "responses" and isinstance(body, dict):
+                    body = {**body, "messages": _input_messages(body.get("input"))}
                 if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
                     raise ValueError("body must be a JSON object with a 'messages' list")
             except ValueError as exc:
                 self._send_error(400, f"malformed chat completion request: {exc}")
                 return
             request = _parse_request(body, {k.lower(): v for k, v in self.headers.items()})
+            request = dataclasses.replace(request, endpoint=endpoint)
             server._record(request)
             with server._answering(request):
                 self._respond(request, body)
@@ -448,7 +460,10 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 self._send_raw(answer.status, answer.body.encode(), answer.content_type)
                 return
             try:
-                payload = _completion(body, request, answer)
+                if request.endpoint == "responses":
+                    payload = _response(body, request, answer)
+                else:
+                    payload = _completion(body, request, answer)
             except TypeError as exc:
                 self._answer(request, body, server._script_error(request, exc))
                 return
@@ -492,6 +507,52 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 pass  # the client gave up (timeout); nothing to tell it
 
     return Handler
+
+
+_ENDPOINTS = {"/v1/chat/completions": "chat.completions", "/v1/responses": "responses"}
+
+
+def _input_messages(value: Any) -> list[dict[str, Any]]:
+    """A Responses API ``input`` as chat messages (a str is one user message)."""
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    if isinstance(value, list):
+        return [item for item in value if isinstance(item, dict)]
+    raise ValueError("a responses request needs an 'input' string or list")
+
+
+def _response(body: dict, request: ScriptedRequest, answer: Answer) -> dict:
+    """A Responses API object: a dict answer as is, else its text as one output message."""
+    if isinstance(answer, dict):
+        return answer
+    text = _render(answer)
+    input_tokens, output_tokens = _tokens(request.text), _tokens(text)
+    return {
+        "id": f"resp-scripted-{time.monotonic_ns()}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "completed",
+        "model": body.get("model") or "scripted",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg-scripted",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        ],
+        "parallel_tool_calls": False,
+        "tool_choice": "auto",
+        "tools": body.get("tools") or [],
+        "usage": {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": input_tokens + output_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
+    }
 
 
 def _parse_request(body: dict, headers: dict[str, str]) -> ScriptedRequest:

@@ -16,7 +16,7 @@ async def action_generation(state: State, runtime: Runtime[Context]) -> dict:
     """Choose the action; keep the page state it is chosen on (finalize records it as before_state)."""
     ctx = runtime.context or Context()
     outcome = await choose_action(
-        get_llm(ctx),
+        get_llm(ctx, "action"),
         step_context(state, ctx),
         instruction=state.get("refined_instruction") or state["goal"],
         target_element_id=state.get("target_element_id"),

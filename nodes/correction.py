@@ -51,7 +51,7 @@ async def correction(state: State, runtime: Runtime[Context]) -> dict:
         "no valid action could be chosen" if failed is None else "the last action did not work"
     )
     outcome = await choose_correction(
-        get_llm(ctx),
+        get_llm(ctx, "correction"),
         step_context(state, ctx),
         failed_action=failed,
         problem=problem,

@@ -22,7 +22,7 @@ async def lookahead(state: State, runtime: Runtime[Context]) -> dict:
     if plan is None:
         raise RuntimeError("lookahead needs a plan: the observation node plans it only with one")
     prepared, usage = await prepare_next_action(
-        get_llm(ctx),
+        lambda purpose: get_llm(ctx, purpose),
         # The verdict is not known yet: the prompts show the observations and say it is pending.
         replace(
             step_context(state, ctx),

@@ -30,7 +30,7 @@ async def planning(state: State, runtime: Runtime[Context]) -> dict:
     now = step_context(state, ctx)
     validation = state.get("plan_validation") or {}
     outcome = await plan_next(
-        get_llm(ctx),
+        get_llm(ctx, "planning"),
         now,
         plan=plan,
         step_index=state.get("current_step_index", 0),

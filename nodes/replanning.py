@@ -15,7 +15,7 @@ async def replanning(state: State, runtime: Runtime[Context]) -> dict:
     """Spend one replan of the task budget; the step gets a fresh correction budget."""
     ctx = runtime.context or Context()
     outcome = await replan(
-        get_llm(ctx),
+        get_llm(ctx, "replanning"),
         step_context(state, ctx),
         plan=plan_of(state),
         step_index=state.get("current_step_index", 0),

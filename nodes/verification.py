@@ -13,6 +13,7 @@ from veriloop.engines.planning import (
 from veriloop.engines.verification import judge_action
 from veriloop.graph.state import State
 from veriloop.llm import get_llm
+from veriloop.llm.search import search_for
 from veriloop.nodes.support import plan_of, task_log
 from veriloop.schemas.verification import VerificationResult
 
@@ -28,11 +29,12 @@ async def verification(state: State, runtime: Runtime[Context]) -> dict:
         VerificationResult.model_validate(state["action_observation"]),
         goal=state["goal"],
         action=state["action_history"][-1]["action"],
-        llm=get_llm(ctx),
+        llm=get_llm(ctx, "verification"),
         sub_task_objective=sub_task.objective if sub_task else None,
         success_threshold=ctx.success_threshold,
         goal_threshold=ctx.goal_threshold,
         low_confidence_threshold=ctx.low_confidence_threshold,
+        search=search_for(ctx, "verification"),
         log=task_log(state, "verification"),
     )
     update: dict = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from veriloop.prompts.grounding import LOOKUP_QUERY_RULE
 from veriloop.prompts.page_data import PAGE_DATA_RULE, page_data
 
 STEP_TASK_LEVEL_CONTRACT = (
@@ -36,6 +37,7 @@ Your answer's fields are a contract: the system acts on them and never reads you
 - failure_category: when the action failed: no_effect, element_missing, wrong_page, error_message, \
 blocked_auth (login needed), captcha or unknown; else null.
 - impossible: true only when the page shows the goal cannot be achieved at all.
+{LOOKUP_QUERY_RULE}
 
 {STEP_TASK_LEVEL_CONTRACT}
 {STEP_TASK_LEVEL_EXAMPLE}

@@ -141,11 +141,5 @@ def usage_delta(before: dict[str, dict], after: dict[str, dict]) -> dict[str, di
         then = Usage.model_validate(before.get(purpose, {}))
         now_usage = Usage.model_validate(now)
         if now_usage.calls != then.calls or now_usage.input_tokens != then.input_tokens:
-            delta[purpose] = Usage(
-                input_tokens=now_usage.input_tokens - then.input_tokens,
-                output_tokens=now_usage.output_tokens - then.output_tokens,
-                cost_usd=round(now_usage.cost_usd - then.cost_usd, 10),
-                calls=now_usage.calls - then.calls,
-                latency_ms=round(now_usage.latency_ms - then.latency_ms, 3),
-            ).model_dump()
+            delta[purpose] = (now_usage - then).model_dump()
     return delta

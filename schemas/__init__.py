@@ -34,7 +34,15 @@ from veriloop.schemas.plan_run import (
     StepResult,
 )
 from veriloop.schemas.records import ActionRecord, ReplanningResult
-from veriloop.schemas.usage import PURPOSES, Purpose, Usage, add_usage, total_usage
+from veriloop.schemas.usage import (
+    PURPOSES,
+    ModelUsage,
+    Purpose,
+    Usage,
+    add_usage,
+    total_usage,
+    usage_by_purpose_and_model,
+)
 from veriloop.schemas.verification import FailureCategory, VerificationResult
 
 __all__ = [
@@ -69,6 +77,7 @@ __all__ = [
     "Observation",
     "PURPOSES",
     "Plan",
+    "ModelUsage",
     "PlanOutput",
     "PlanStep",
     "PlanValidation",
@@ -86,4 +95,5 @@ __all__ = [
     "add_usage",
     "parse_action",
     "total_usage",
+    "usage_by_purpose_and_model",
 ]

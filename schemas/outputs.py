@@ -31,6 +31,10 @@ class SemanticVerdict(ModelOutput):
     impossible: bool = Field(
         default=False, description="The page shows the goal cannot be achieved."
     )
+    lookup_query: str | None = Field(
+        default=None,
+        description="A web search query for a fact the observations cannot settle; null when they do.",
+    )
 
 
 class PlannedStep(ModelOutput):

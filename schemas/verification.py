@@ -54,3 +54,7 @@ class VerificationResult(WireModel):
     model_called: bool = Field(
         default=False, description="Whether a semantic verdict was requested."
     )
+    grounding_sources: list[str] = Field(
+        default_factory=list,
+        description="URLs of the web lookup the verdict was judged again with (also cited in reason).",
+    )

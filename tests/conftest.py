@@ -17,9 +17,13 @@ from veriloop.llm.scripted import ScriptedModelServer
 _ORIGINAL_OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY")
 
 # Everything that could point a test at a real provider or change its model settings.
-_MODEL_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", PRICES_ENV) + tuple(
-    f"VERILOOP_{f.name.upper()}" for f in fields(PlanContext)
-)
+_MODEL_ENV = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    PRICES_ENV,
+    "TAVILY_API_KEY",
+    "TAVILY_BASE_URL",
+) + tuple(f"VERILOOP_{f.name.upper()}" for f in fields(PlanContext))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
+from functools import reduce
 from pathlib import Path
 from typing import Annotated
 
@@ -23,6 +24,7 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.table import Table
 
 from veriloop.plan_cli import plan_app
 from veriloop.runners.miniwob_cli import eval_app
@@ -46,6 +48,30 @@ Chromium = Annotated[
     ),
 ]
 Headed = Annotated[bool, typer.Option("--headed", help="Show the browser window.")]
+Models = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model",
+        help="Model for every purpose (NAME), or for one (PURPOSE=NAME, e.g. verification=o4-mini); "
+        "repeatable. Default: Context / VERILOOP_MODEL.",
+    ),
+]
+Efforts = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--reasoning-effort",
+        help="Reasoning effort (LEVEL or PURPOSE=LEVEL: none, minimal, low, medium, high, xhigh, max); "
+        "repeatable. Sent only to models that accept it.",
+    ),
+]
+Groundings = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--grounding",
+        help="Let verification look facts up: openai (the provider's web search) or tavily "
+        "(TAVILY_API_KEY). Off by default.",
+    ),
+]
 Model = Annotated[
     str | None,
     typer.Option(
@@ -116,6 +142,23 @@ def live_progress(total: int):
         yield on_step, on_phase, new_task
 
 
+def usage_table(usage: dict[str, dict]) -> Table:
+    """Calls, tokens and cost per purpose and model."""
+    from veriloop.schemas.usage import usage_by_purpose_and_model
+
+    table = Table("purpose", "model", "calls", "input tokens", "output tokens", "cost USD")
+    for purpose, name, spent in usage_by_purpose_and_model(usage):
+        table.add_row(
+            purpose,
+            escape(name),
+            str(spent.calls),
+            str(spent.input_tokens),
+            str(spent.output_tokens),
+            f"{spent.cost_usd:.6f}",
+        )
+    return table
+
+
 def _report_run(result, report_dir: Path | None) -> None:
     from veriloop.runners.report import write_report
     from veriloop.schemas.usage import total_usage
@@ -128,6 +171,7 @@ def _report_run(result, report_dir: Path | None) -> None:
     )
     if result.error:
         console.print(f"[red]{escape(result.error)}[/]")
+    console.print(usage_table(result.usage))
     if report_dir is not None:
         path = write_report([result], report_dir, title=f"veriloop run: {result.goal}")
         console.print(f"report: {path}")
@@ -137,7 +181,9 @@ def _report_run(result, report_dir: Path | None) -> None:
 def run(
     goal: Annotated[str, typer.Argument(help="What to achieve, in your words.")],
     url: Annotated[str, typer.Option("--url", help="The page to start on.")],
-    model: Model = None,
+    model: Models = None,
+    reasoning_effort: Efforts = None,
+    grounding: Groundings = None,
     headed: Headed = False,
     report: Annotated[
         Path | None, typer.Option("--report", help="Write report.json / report.html here.")
@@ -168,9 +214,10 @@ def run(
     from veriloop.runners.loop import run_task
 
     if server:
-        if model:
+        if model or reasoning_effort or grounding:
             console.print(
-                "[yellow]--model is ignored with --server: the service chooses its model[/]"
+                "[yellow]--model, --reasoning-effort and --grounding are ignored with --server: "
+                "the service chooses its models[/]"
             )
         agent = HttpAgent(server, api_key=api_key)
     else:
@@ -180,9 +227,14 @@ def run(
                 "(an OpenAI-compatible server), or use --server.[/]"
             )
             raise typer.Exit(2)
-        from veriloop.context import Context
+        from veriloop.context import Context, cli_settings
 
-        agent = InProcessAgent(context=Context(model=model) if model else None)
+        try:
+            context = Context(**cli_settings(model or (), reasoning_effort or (), grounding or ()))
+        except ValueError as exc:
+            console.print(f"[red]{escape(str(exc))}[/]")
+            raise typer.Exit(2) from exc
+        agent = InProcessAgent(context=context)
     try:
         with (
             ChromiumBrowser(executable_path=chromium, headless=not headed) as browser,
@@ -249,6 +301,7 @@ def demo(
     """Run three goals on the bundled patient-records app; exit 0 only if the app confirms each one."""
     from veriloop.runners.browser import ChromiumNotFound
     from veriloop.runners.demo import model_configured, run_demo
+    from veriloop.schemas.usage import add_usage
 
     if model_configured():
         endpoint = os.environ.get("OPENAI_BASE_URL") or "OpenAI"
@@ -279,6 +332,7 @@ def demo(
             "[green]confirmed by the app[/]" if check.passed else "[red]NOT confirmed by the app[/]"
         )
         console.print(f"{escape(check.goal)}: {verdict} ({escape(check.detail)}; {agent_says})")
+    console.print(usage_table(reduce(add_usage, (run.usage for run in result.runs), {})))
     console.print(f"report: {result.report.resolve()}")
     raise typer.Exit(result.exit_code)
 

@@ -2,9 +2,42 @@
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass, field, fields
-from typing import Annotated, Any
+from collections.abc import Sequence
+from dataclasses import MISSING, dataclass, field, fields
+from functools import cache
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
+from typing_extensions import TypedDict
+
+from veriloop.schemas.usage import Purpose
+
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+"""The ``reasoning_effort`` values of the openai SDK (which ones a model accepts depends on the model)."""
+SearchProvider = Literal["openai", "tavily"]
+"""Where a grounded verifier looks facts up: the provider's own web search, or Tavily."""
+
+
+@with_config(ConfigDict(extra="forbid"))
+class PurposeSettings(TypedDict, total=False):
+    """One purpose's model settings; a key left out takes the Context-wide default."""
+
+    model: str
+    """Chat model for this purpose's calls."""
+    reasoning_effort: ReasoningEffort
+    """Sent as ``reasoning_effort`` to models that accept it."""
+    max_tokens: int
+    """Cap on the output tokens of one call (``max_completion_tokens``)."""
+    grounding: SearchProvider
+    """Look facts up when a verdict needs them (verification only)."""
+
+
+HIGHEST_EFFORT_PURPOSES = ("verification",)
+"""Purposes that ask for their model's highest reasoning effort unless their own entry sets one."""
+GROUNDED_PURPOSES = ("verification",)
+"""Purposes whose engine can look facts up; ``grounding`` set for any other purpose is an error."""
 
 
 @dataclass(kw_only=True)
@@ -19,6 +52,28 @@ class Context:
     model: Annotated[str, {"__template_metadata__": {"kind": "llm"}}] = field(
         default="gpt-4.1-mini",
         metadata={"description": "Chat model name sent to the OpenAI-compatible endpoint."},
+    )
+    reasoning_effort: ReasoningEffort | None = field(
+        default=None,
+        metadata={
+            "description": "Reasoning effort for every purpose, sent only to models that accept it; "
+            "None leaves it out. Verification asks for the highest its model supports unless "
+            "purposes.verification.reasoning_effort says otherwise."
+        },
+    )
+    max_tokens: int | None = field(
+        default=None,
+        metadata={
+            "description": "Cap on output tokens per model call (max_completion_tokens); None: the provider's."
+        },
+    )
+    purposes: dict[Purpose, PurposeSettings] = field(
+        default_factory=dict,
+        metadata={
+            "description": 'Per-purpose settings over the defaults above, e.g. {"verification": '
+            '{"model": "o4-mini", "reasoning_effort": "high", "grounding": "tavily"}}. '
+            "Keys: model, reasoning_effort, max_tokens, grounding (openai | tavily; verification only)."
+        },
     )
     base_url: str | None = field(
         default=None,
@@ -71,13 +126,98 @@ class Context:
     def __post_init__(self) -> None:
         for f in fields(self):
             env = os.environ.get(f"VERILOOP_{f.name.upper()}")
-            if env is None or getattr(self, f.name) != f.default:
+            default = f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
+            if env is None or getattr(self, f.name) != default:
+                continue
+            if f.name == "purposes":
+                setattr(self, f.name, _env_json(f.name, env))
                 continue
             kind = type(f.default) if f.default is not None else str
             if kind is bool:
                 setattr(self, f.name, env.strip().lower() in ("1", "true", "yes", "on"))
+            elif f.name == "max_tokens":
+                setattr(self, f.name, int(env))
             else:
                 setattr(self, f.name, kind(env))
+        if self.reasoning_effort is not None and self.reasoning_effort not in get_args(
+            ReasoningEffort
+        ):
+            raise ValueError(
+                f"Context.reasoning_effort: {self.reasoning_effort!r} is not one of {get_args(ReasoningEffort)}"
+            )
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"Context.max_tokens: must be at least 1, got {self.max_tokens}")
+        self.purposes = _checked_purposes(self.purposes)
+
+    def for_purpose(self, purpose: Purpose | None) -> PurposeSettings:
+        """The settings a call for ``purpose`` uses: its own entry over the defaults (None: the defaults)."""
+        resolved: PurposeSettings = {"model": self.model}
+        if self.reasoning_effort is not None and purpose not in HIGHEST_EFFORT_PURPOSES:
+            resolved["reasoning_effort"] = self.reasoning_effort
+        if self.max_tokens is not None:
+            resolved["max_tokens"] = self.max_tokens
+        if purpose is not None:
+            resolved.update(self.purposes.get(purpose, {}))
+        return resolved
+
+
+def cli_settings(
+    models: Sequence[str] = (), efforts: Sequence[str] = (), groundings: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Context keyword arguments from the CLI's repeatable options.
+
+    ``--model NAME`` sets the default of every purpose and ``--model PURPOSE=NAME`` one purpose's;
+    ``--reasoning-effort`` alike; ``--grounding PROVIDER`` enables a lookup for verification (or
+    ``PURPOSE=PROVIDER``). Context validates the result (unknown purposes and values are errors).
+    """
+    settings: dict[str, Any] = {}
+    purposes: dict[str, dict[str, str]] = {}
+    for key, values in (
+        ("model", models),
+        ("reasoning_effort", efforts),
+        ("grounding", groundings),
+    ):
+        for value in values:
+            purpose, has_purpose, name = value.partition("=")
+            if not has_purpose and key == "grounding":
+                purpose, has_purpose, name = GROUNDED_PURPOSES[0], "=", value
+            if has_purpose:
+                purposes.setdefault(purpose.strip(), {})[key] = name.strip()
+            else:
+                settings[key] = value.strip()
+    if purposes:
+        settings["purposes"] = purposes
+    return settings
+
+
+@cache
+def _purposes_adapter() -> TypeAdapter:
+    return TypeAdapter(dict[Purpose, PurposeSettings])
+
+
+def _env_json(name: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"VERILOOP_{name.upper()} must be a JSON object: {exc}") from exc
+
+
+def _checked_purposes(purposes: Any) -> dict[str, PurposeSettings]:
+    """``purposes`` validated (known purposes, keys and values), or ValueError saying what is wrong."""
+    try:
+        checked = _purposes_adapter().validate_python(purposes or {})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or 'purposes'}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise ValueError(f"Context.purposes: {problems}") from exc
+    for purpose, settings in checked.items():
+        if "grounding" in settings and purpose not in GROUNDED_PURPOSES:
+            raise ValueError(
+                f"Context.purposes.{purpose}.grounding: only {', '.join(GROUNDED_PURPOSES)} can look facts up"
+            )
+    return checked
 
 
 @dataclass(kw_only=True)

@@ -79,6 +79,9 @@ class RunSettings:
     workspace: str
     tools: str | None = None
     model: str | None = None
+    reasoning_effort: str | None = None
+    purposes: dict[str, dict] = field(default_factory=dict)
+    """Per-purpose settings from ``--model PURPOSE=NAME`` and ``--reasoning-effort PURPOSE=LEVEL``."""
     review: bool = True
     concurrency: int = 4
     report: str | None = None
@@ -89,7 +92,15 @@ class RunSettings:
     def context(self):
         from veriloop.context import PlanContext
 
-        extra = {"model": self.model} if self.model else {}
+        extra = {
+            name: value
+            for name, value in (
+                ("model", self.model),
+                ("reasoning_effort", self.reasoning_effort),
+                ("purposes", self.purposes),
+            )
+            if value
+        }
         return PlanContext(workspace=self.workspace, review_critical_steps=self.review, **extra)
 
 
@@ -443,8 +454,19 @@ def run_command(
         int, typer.Option("--concurrency", min=1, help="Steps of one level run at once, at most.")
     ] = 4,
     model: Annotated[
-        str | None,
-        typer.Option("--model", help="Model name (default: VERILOOP_MODEL or gpt-4.1-mini)."),
+        list[str] | None,
+        typer.Option(
+            "--model",
+            help="Model for every purpose (NAME) or one (PURPOSE=NAME, e.g. critic=o4-mini); "
+            "repeatable (default: VERILOOP_MODEL or gpt-4.1-mini).",
+        ),
+    ] = None,
+    reasoning_effort: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reasoning-effort",
+            help="LEVEL or PURPOSE=LEVEL; repeatable. Sent only to models that accept it.",
+        ),
     ] = None,
     db: Db = DEFAULT_DB,
     run_id: Annotated[
@@ -459,6 +481,7 @@ def run_command(
     ] = True,
 ) -> None:
     """Run a manifest (or a plan written from --goal); exit 0 only when every step's checks passed."""
+    from veriloop.context import cli_settings
     from veriloop.engines.plan.manifest import ManifestError, load_manifest
     from veriloop.llm import LLMUnavailable
     from veriloop.nodes.plan.support import tool_registry
@@ -469,16 +492,20 @@ def run_command(
         if not workspace.is_dir():
             raise UsageError(f"--workspace {workspace}: no such directory")
         tool_objects = load_tools_spec(tools)
+        models = cli_settings(model or (), reasoning_effort or ())
         settings = RunSettings(
             workspace=str(workspace.resolve()),
             tools=_absolute_tools_spec(tools),
-            model=model,
+            **models,
             review=review,
             concurrency=concurrency,
             report=str(report.resolve()) if report else None,
             endpoint=_endpoint() if model_configured() else None,
         )
-        context = settings.context()
+        try:
+            context = settings.context()
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         names = sorted(tool_registry(_with_tools(context, tool_objects)))
         if file is not None:
             if not file.is_file():

@@ -23,7 +23,7 @@ async def critique(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
         manifest = manifest_of(state)
         report = static_review(manifest, tools=sorted(tool_registry(ctx)), max_depth=ctx.max_depth)
         if ctx.llm_plan_review and not report.has_critical:
-            answer = await get_llm(ctx).astructured(
+            answer = await get_llm(ctx, "critic").astructured(
                 "critic", critic_messages(manifest, state.get("goal", "")), CriticReview
             )
             report = with_llm_review(report, answer.value.review)

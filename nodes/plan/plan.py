@@ -38,7 +38,9 @@ async def plan(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
         }
     previous = state.get("critique")
     feedback = critique_report(Critique.model_validate(previous)) if previous else None
-    draft = await draft_manifest(get_llm(ctx), state["goal"], tools=tools, feedback=feedback)
+    draft = await draft_manifest(
+        get_llm(ctx, "planning"), state["goal"], tools=tools, feedback=feedback
+    )
     return {
         "plan": draft.manifest.model_dump() if draft.manifest else None,
         "plan_origin": "model",

@@ -25,7 +25,7 @@ async def replan(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
     await asyncio.sleep(ctx.replan_cooldown_s)
     round_number = state.get("replan_count", 0) + 1
     repair = await repair_plan(
-        get_llm(ctx),
+        get_llm(ctx, "replanning"),
         manifest,
         blocked=blocked,
         results=results,

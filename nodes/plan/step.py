@@ -82,8 +82,10 @@ async def execute(state: StepState, runtime: Runtime[PlanContext]) -> dict:
         agent = _agent(state, step.agent)
         llm = None
         if step.executor == "llm":
-            model = agent.model if agent and agent.model else ctx.model
-            llm = get_llm(dataclasses.replace(ctx, model=model))
+            if agent and agent.model:  # the manifest's agent names the model of its own steps
+                own = {**ctx.purposes.get("execution", {}), "model": agent.model}
+                ctx = dataclasses.replace(ctx, purposes={**ctx.purposes, "execution": own})
+            llm = get_llm(ctx, "execution")
         execution = await execute_step(
             step,
             prompt=state.get("prompt") or state.get("task", ""),
@@ -120,7 +122,7 @@ async def check(state: StepState, runtime: Runtime[PlanContext]) -> dict:
             workspace=workspace_of(ctx),
             baseline=state.get("baseline") or {},
             previous_collected=_collected(history),
-            llm=get_llm(ctx) if review else None,
+            llm=get_llm(ctx, "review") if review else None,
             review=review,
             check_timeout_s=ctx.check_timeout_s,
         )

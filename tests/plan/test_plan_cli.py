@@ -94,6 +94,8 @@ def test_invalid_manifest_exits_2_with_located_problems(cli, tmp_path: Path) -> 
         (["examples/llm_notes.yaml"], "no model configured"),
         (["--goal", "write a haiku"], "no model configured"),
         ([], "give a manifest FILE"),
+        (["examples/hello_shell.yaml", "--model", "critc=o3"], "Context.purposes: critc"),
+        (["examples/hello_shell.yaml", "--reasoning-effort", "huge"], "reasoning_effort"),
     ],
 )
 def test_usage_errors_exit_2_with_one_clear_message(cli, args, message) -> None:
@@ -196,8 +198,15 @@ def test_llm_example_runs_with_a_configured_model(cli, tmp_path: Path, scripted_
     scripted_model.on("execution", agent)
     workspace = tmp_path / "notes"
     workspace.mkdir()
-    result = cli("run", "examples/llm_notes.yaml", "--workspace", str(workspace), "--report", "out")
+    result = cli(
+        "run", "examples/llm_notes.yaml", "--workspace", str(workspace), "--report", "out",
+        "--model", "execution=local-exec", "--reasoning-effort", "execution=low",
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
+    executed = [r for r in scripted_model.requests if r.purpose == "execution"]
+    assert {(r.body["model"], r.body["reasoning_effort"]) for r in executed} == {
+        ("local-exec", "low")
+    }
     assert "model: gpt-4.1-mini via http://127.0.0.1" in result.output
     assert (workspace / "GLOSSARY.md").is_file() and (workspace / "FAQ.md").is_file()
     report = _report(tmp_path / "out")

@@ -185,3 +185,43 @@ def test_serve_then_run_against_it_over_http(
         sum(sum(u["calls"] for u in step.usage.values()) for step in result.steps)
         == scripted_model.calls()
     )
+
+
+def test_run_model_flags_route_each_purpose_and_print_usage_per_model(
+    scripted_model: ScriptedModelServer, pages_url: str
+) -> None:
+    _script(scripted_model)
+    done = _veriloop(
+        "run", GOAL, "--url", f"{pages_url}/subscribe.html", "--no-screenshots",
+        "--model", "gpt-4.1", "--model", "verification=o4-mini", "--model", "action=local-actor",
+        "--reasoning-effort", "action=low",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    carried = {
+        (r.purpose, r.body["model"], r.body.get("reasoning_effort"))
+        for r in scripted_model.requests
+    }
+    assert carried == {
+        ("planning", "gpt-4.1", None),
+        ("refinement", "gpt-4.1", None),
+        ("action", "local-actor", "low"),
+        ("verification", "o4-mini", "high"),
+    }
+    rows = [line.split("│")[1:3] for line in done.stdout.splitlines() if line.count("│") == 7]
+    assert {(p.strip(), m.strip()) for p, m in rows} == {
+        ("planning", "gpt-4.1"),
+        ("refinement", "gpt-4.1"),
+        ("action", "local-actor"),
+        ("verification", "o4-mini"),
+    }
+
+
+def test_run_rejects_an_unknown_purpose_before_starting(
+    scripted_model: ScriptedModelServer, pages_url: str
+) -> None:
+    outcome = CliRunner().invoke(
+        app, ["run", GOAL, "--url", f"{pages_url}/subscribe.html", "--model", "verifcation=o4-mini"]
+    )
+    assert outcome.exit_code == 2
+    assert "verifcation" in outcome.output and "Context.purposes" in outcome.output
+    assert scripted_model.requests == []

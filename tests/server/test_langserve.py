@@ -60,3 +60,26 @@ def test_playground_loads(thread_server, tmp_path, playbook):
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
     schema = httpx.get(f"{server.url}/agent/input_schema").json()
     assert {"url", "dom", "taskId", "requestId"} <= set(schema["properties"])
+
+
+def test_langserve_takes_per_purpose_models_from_the_environment(
+    thread_server, sqlite_settings, playbook, scripted_model, monkeypatch
+):
+    # LangServe passes no context: the service's Context() reads VERILOOP_* on every request.
+    monkeypatch.setenv(
+        "VERILOOP_PURPOSES",
+        '{"action": {"model": "local-actor"}, "verification": {"model": "o4-mini"}}',
+    )
+    api = thread_server(sqlite_settings)
+    agent = RemoteRunnable(f"{api.url}/agent", headers={"X-API-Key": "key-a"})
+    first = agent.invoke(observation(8, 0, query=goal(8, 2)))
+    agent.invoke(observation(8, 1, taskId=first["taskId"], stepIndex=first["stepIndex"]))
+    carried = {
+        (r.purpose, r.body["model"], r.body.get("reasoning_effort"))
+        for r in scripted_model.requests
+    }
+    assert ("action", "local-actor", None) in carried
+    assert ("verification", "o4-mini", "high") in carried
+    assert {
+        model for purpose, model, _ in carried if purpose not in ("action", "verification")
+    } == {"gpt-4.1-mini"}
