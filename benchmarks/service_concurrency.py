@@ -8,10 +8,12 @@ per task); the model server counts the calls it is answering at the same time.
 The page is the median-size page of the shared HTML corpus with a counter
 button, so every step is a real verification plus a real next action.
 
-The time the model alone needs is a task's model calls, one after another:
-(model calls at the server / tasks) x latency. A process that holds every task
-in flight finishes in about that time; one that queues tasks behind a thread
-pool takes a multiple of it.
+The time the model alone needs is the model waits of one task: the longest
+chain of its calls that ran one after another (calls made side by side, like a
+verdict and the lookahead beside it, count once), measured on one task run
+alone, times the latency. A process that holds every task in flight finishes
+in about that time; one that queues tasks (behind a thread pool, or for the
+CPU) takes a multiple of it.
 
     python -m benchmarks.service_concurrency [--latency 1.0] [--steps 5] [--quick] [--postgres-url URL]
 
@@ -33,7 +35,7 @@ import httpx
 import psycopg
 
 from benchmarks.service_overhead import ServiceProcess, answer, mid_size_page, observation
-from veriloop.llm.scripted import ANY_PURPOSE, Delay, ScriptedModelServer
+from veriloop.llm.scripted import ANY_PURPOSE, Delay, ScriptedModelServer, critical_path_calls
 
 
 @dataclass(frozen=True)
@@ -46,11 +48,13 @@ class Round:
     model_calls: int
     peak_in_flight: int
     latency_s: float
+    critical_path_calls: int
+    """Model waits of one task run alone (side-by-side calls count once)."""
 
     @property
     def model_bound_s(self) -> float:
-        """The model's own time for one task: its calls one after another."""
-        return self.model_calls / self.tasks * self.latency_s
+        """The model's own time for one task: its waits one after another."""
+        return self.critical_path_calls * self.latency_s
 
     @property
     def wall_over_model_bound(self) -> float:
@@ -59,7 +63,8 @@ class Round:
     def line(self) -> str:
         return (
             f"{self.database:8s} {self.tasks:3d} tasks: wall {self.wall_s:6.2f} s, model bound "
-            f"{self.model_bound_s:5.2f} s ({self.model_calls / self.tasks:.1f} calls/task) -> "
+            f"{self.model_bound_s:5.2f} s ({self.model_calls / self.tasks:.1f} calls/task, "
+            f"{self.critical_path_calls} waits) -> "
             f"x{self.wall_over_model_bound:.2f}; peak in flight {self.peak_in_flight} "
             f"({self.peak_in_flight / self.tasks:.2f} per task)"
         )
@@ -90,11 +95,17 @@ def measure(
     model.on(ANY_PURPOSE, lambda request: Delay(args.latency, answer(request)))
     try:
         asyncio.run(run_tasks(service.url, html, 2, 2))  # warm-up: imports, connections
+        model.reset()
+        model.on(ANY_PURPOSE, lambda request: Delay(args.latency, answer(request)))
+        asyncio.run(run_tasks(service.url, html, 1, args.steps))
+        waits = critical_path_calls(model.spans)
         for tasks in sizes:
             model.reset()
             model.on(ANY_PURPOSE, lambda request: Delay(args.latency, answer(request)))
             wall = asyncio.run(run_tasks(service.url, html, tasks, args.steps))
-            result = Round(database, tasks, wall, model.calls(), model.peak_in_flight, args.latency)
+            result = Round(
+                database, tasks, wall, model.calls(), model.peak_in_flight, args.latency, waits
+            )
             print(result.line(), flush=True)
             rounds.append(result)
     finally:
