@@ -11,6 +11,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from veriloop.llm.endpoint import SCRIPTED_MODEL
 from veriloop.runners.miniwob_cli import eval_app
 from veriloop.runners.miniwob_results import EPISODES_FILE, load_records
 
@@ -49,7 +50,11 @@ def test_every_episode_is_judged_by_its_page(first_run) -> None:
     for key, record in records.items():
         assert record.error is None, record.error
         assert record.env_done, key  # the page itself ended each episode
-        assert record.model == "scripted" and record.model_calls > 0 and record.verification_history
+        assert (
+            record.model == SCRIPTED_MODEL
+            and record.model_calls > 0
+            and record.verification_history
+        )
     honest = [r for k, r in records.items() if k != ("click-link", 1)]
     assert all(r.success and r.claimed_done and r.raw_reward > 0 for r in honest)
     # enter-text takes two verified actions: type, then submit
@@ -128,4 +133,4 @@ def test_a_real_model_runs_unchanged(tmp_path) -> None:
     )
     assert result.exit_code == 0, result.output
     (record,) = load_records(tmp_path)
-    assert record.error is None and record.model != "scripted" and record.model_calls > 0
+    assert record.error is None and record.model != SCRIPTED_MODEL and record.model_calls > 0
