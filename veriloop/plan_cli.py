@@ -162,7 +162,9 @@ def _all_steps(manifest) -> Iterator[Any]:
 
 
 def _endpoint() -> str:
-    return os.environ.get("OPENAI_BASE_URL") or "OpenAI"
+    from veriloop.llm.endpoint import describe_model
+
+    return describe_model().where
 
 
 # -- live progress ----------------------------------------------------------------------------------
