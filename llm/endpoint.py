@@ -57,6 +57,11 @@ class ModelEndpoint(WireModel):
         return f"model {self.model} on {self.where}"
 
 
+def model_configured() -> bool:
+    """True when the environment names a model provider (OPENAI_API_KEY or OPENAI_BASE_URL)."""
+    return bool(os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
+
+
 def describe_model(context: Context | None = None) -> ModelEndpoint:
     """The :class:`ModelEndpoint` that ``context`` (and ``OPENAI_BASE_URL``) select, as get_llm does."""
     ctx = context or Context()

@@ -12,7 +12,6 @@ from the app's own data (``GET /api/state``), never from the agent's answer.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
@@ -24,7 +23,7 @@ import httpx
 
 from veriloop.agent import TaskReport
 from veriloop.context import Context
-from veriloop.llm.endpoint import SCRIPTED_MODEL, ModelEndpoint, describe_model
+from veriloop.llm.endpoint import SCRIPTED_MODEL, ModelEndpoint, describe_model, model_configured
 from veriloop.llm.scripted import ScriptedModelServer
 from veriloop.runners.agents import InProcessAgent
 from veriloop.runners.browser import ChromiumBrowser
@@ -94,11 +93,6 @@ class DemoResult:
     def exit_code(self) -> int:
         """0 only when the app confirms every goal."""
         return 0 if self.checks and all(check.passed for check in self.checks) else 1
-
-
-def model_configured() -> bool:
-    """True when the environment names a model provider."""
-    return bool(os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
 
 
 @contextmanager

@@ -131,8 +131,8 @@ def miniwob(
     ] = None,
 ) -> None:
     """Run the agent on MiniWoB++ task pages; the pages' own rewards decide success."""
+    from veriloop.llm.endpoint import model_configured
     from veriloop.runners.browser import ChromiumNotFound
-    from veriloop.runners.demo import model_configured
     from veriloop.runners.miniwob import available_tasks, resolve_tasks
     from veriloop.runners.miniwob_eval import EvalConfig, run_miniwob
 

@@ -22,11 +22,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from veriloop.context import Context
-from veriloop.llm.endpoint import SCRIPTED_MODEL, describe_model
+from veriloop.llm.endpoint import SCRIPTED_MODEL, describe_model, model_configured
 from veriloop.llm.scripted import ScriptedModelServer
 from veriloop.runners.agents import InProcessAgent
 from veriloop.runners.browser import ChromiumBrowser, PageSession
-from veriloop.runners.demo import model_configured
 from veriloop.runners.loop import run_task
 from veriloop.runners.miniwob import (
     DEFAULT_EPISODE_MAX_TIME_MS,

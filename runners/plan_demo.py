@@ -39,10 +39,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from veriloop.context import PlanContext
 from veriloop.engines.plan.manifest import downstream_of, load_manifest
-from veriloop.llm.endpoint import SCRIPTED_MODEL, describe_model
+from veriloop.llm.endpoint import SCRIPTED_MODEL, describe_model, model_configured
 from veriloop.llm.scripted import ANY_PURPOSE, ScriptedModelServer, ScriptedRequest, ToolCalls
 from veriloop.plans import PlanRunner
-from veriloop.runners.demo import model_configured
 from veriloop.runners.plan_report import write_plan_report
 from veriloop.schemas.manifest import Manifest, ManifestStep
 from veriloop.schemas.plan_outputs import CheckDraft, RepairDraft, StepDraft, StepReviewVerdict

@@ -191,10 +191,9 @@ def run(
     chromium: Chromium = None,
 ) -> None:
     """Run GOAL in Chromium starting at --url; exit 0 only if the task completed."""
-    from veriloop.llm.endpoint import ModelEndpoint, describe_model
+    from veriloop.llm.endpoint import ModelEndpoint, describe_model, model_configured
     from veriloop.runners.agents import HttpAgent, InProcessAgent
     from veriloop.runners.browser import ChromiumBrowser, ChromiumNotFound
-    from veriloop.runners.demo import model_configured
     from veriloop.runners.loop import run_task
 
     if server:
@@ -296,8 +295,9 @@ def demo(
     chromium: Chromium = None,
 ) -> None:
     """Run three goals on the bundled patient-records app; exit 0 only if the app confirms each one."""
+    from veriloop.llm.endpoint import model_configured
     from veriloop.runners.browser import ChromiumNotFound
-    from veriloop.runners.demo import model_configured, run_demo
+    from veriloop.runners.demo import run_demo
     from veriloop.runners.demo_playbook import SCRIPTED_NOTES
 
     scripted = not model_configured()
