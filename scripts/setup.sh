@@ -25,13 +25,27 @@ if ! installed "$mode" && ! installed dev; then  # a dev install includes the ru
   touch ".venv/.veriloop-$mode"
 fi
 
+apt_update() {
+  # apt-get update ignores DPkg::Lock::Timeout for its lists lock (apt 2.6): retry while it is held.
+  local deadline=$((SECONDS + APT_LOCK_TIMEOUT)) out
+  until out=$(apt-get -q update 2>&1); do
+    if ! grep -q "Could not get lock" <<<"$out" || [ "$SECONDS" -ge "$deadline" ]; then
+      echo "$out" >&2
+      return 1
+    fi
+    echo "   another apt is updating the package lists; waiting for it..."
+    sleep 5
+  done
+}
 apt_install() {
   if [ "$(id -u)" != 0 ]; then
     echo "missing Debian package(s) $* and this is not root: run 'sudo apt-get install $*'" >&2
     exit 1
   fi
-  echo "== installing Debian's $* (waits up to ${APT_LOCK_TIMEOUT}s if another apt/dpkg holds the lock)"
-  apt-get -o DPkg::Lock::Timeout="$APT_LOCK_TIMEOUT" update -q
+  echo "== installing Debian's $* (waits up to ${APT_LOCK_TIMEOUT}s if another apt/dpkg holds its lock)"
+  echo "   apt-get update"
+  apt_update
+  echo "   apt-get install $*"
   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout="$APT_LOCK_TIMEOUT" install -y -q "$@"
 }
 missing=()
