@@ -198,10 +198,15 @@ def test_llm_example_runs_with_a_configured_model(cli, tmp_path: Path, scripted_
     workspace.mkdir()
     result = cli("run", "examples/llm_notes.yaml", "--workspace", str(workspace), "--report", "out")
     assert result.exit_code == 0, result.output
-    assert "model: gpt-4.1-mini via an OpenAI-compatible server at http://127.0.0.1" in result.output
+    assert (
+        "model: gpt-4.1-mini via an OpenAI-compatible server at http://127.0.0.1" in result.output
+    )
     assert (workspace / "GLOSSARY.md").is_file() and (workspace / "FAQ.md").is_file()
     report = _report(tmp_path / "out")
     assert report.steps["bundle"].status == "completed"
     assert report.usage["execution"]["calls"] == 4
     html = (tmp_path / "out" / "report.html").read_text()
-    assert "Model: <code>gpt-4.1-mini</code> via an OpenAI-compatible server at http://127.0.0.1" in html
+    assert (
+        "Model: <code>gpt-4.1-mini</code> via an OpenAI-compatible server at http://127.0.0.1"
+        in html
+    )
