@@ -7,6 +7,7 @@ model is told to claim one episode falsely, and the confusion matrix must show i
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -115,6 +116,16 @@ def test_bad_arguments_are_refused_before_anything_runs(tmp_path) -> None:
         eval_app, ["miniwob", "--tasks", "click-button", "--false-claim", "click-button"]
     )
     assert claim.exit_code == 2 and "TASK:EPISODE" in claim.output
+    assert not (tmp_path / EPISODES_FILE).exists()
+
+
+def test_without_the_miniwob_package_the_command_says_how_to_get_it(tmp_path, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "miniwob", None)  # as in a runtime-only install
+    result = CliRunner().invoke(
+        eval_app, ["miniwob", "--tasks", "click-button", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 2, result.output
+    assert "'miniwob' package" in result.output and "make setup-dev" in result.output
     assert not (tmp_path / EPISODES_FILE).exists()
 
 
