@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
-import tempfile
 from pathlib import Path
 
 import nbformat
@@ -30,14 +30,22 @@ def _images(cell) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def executed() -> dict[str, nbformat.NotebookNode]:
+def executed(tmp_path_factory) -> dict[str, nbformat.NotebookNode]:
     assert f"{COMMAND} " in (ROOT / "README.md").read_text()  # the command users are told to run
-    temp_before = set(Path(tempfile.gettempdir()).glob("miniwob-eval-*"))
+    # A temp folder of its own: /tmp is shared with other processes that may leave folders there.
+    temp = tmp_path_factory.mktemp("notebook-temp")
     for stale in EXECUTED.glob("*.ipynb"):
         stale.unlink()
-    done = subprocess.run(COMMAND.split(), cwd=ROOT, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        COMMAND.split(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "TMPDIR": str(temp)},
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert set(Path(tempfile.gettempdir()).glob("miniwob-eval-*")) == temp_before  # cleaned up
+    assert not list(temp.glob("miniwob-eval-*"))  # the eval notebook cleans up after itself
     return {
         path.name: nbformat.read(path, as_version=4) for path in sorted(EXECUTED.glob("*.ipynb"))
     }
