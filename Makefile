@@ -1,27 +1,37 @@
-.PHONY: setup test lint format dev demo bench
+.PHONY: setup setup-dev test lint format dev demo notebooks bench
 
+# The runtime dependencies only: enough for `veriloop demo`, `run`, `serve`, `plan`.
 setup:
 	scripts/setup.sh
+
+# Also the dev extra: tests, lint, notebooks, benchmarks, LangGraph Studio.
+setup-dev:
+	scripts/setup.sh --dev
 
 test:
 	scripts/test.sh
 
-lint: setup
+lint: setup-dev
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 
-format: setup
+format: setup-dev
 	.venv/bin/ruff format .
 	.venv/bin/ruff check --fix .
 
 # LangGraph Studio on the graph (langgraph.json); open the printed Studio URL.
-dev: setup
+dev: setup-dev
 	LANGSMITH_TRACING=false LANGGRAPH_CLI_NO_ANALYTICS=1 .venv/bin/langgraph dev --no-browser --port $${PORT:-2024}
 
 demo: setup
 	.venv/bin/veriloop demo
 
-bench: setup
+# Runs both notebooks top to bottom in a fresh kernel; the executed copies land in build/notebooks/.
+notebooks: setup-dev
+	.venv/bin/jupyter nbconvert --to notebook --execute --output-dir build/notebooks notebooks/*.ipynb
+
+# The corpus is the shared folder beside this checkout (../shared/corpus/html); see README "Benchmarks".
+bench: setup-dev
 	.venv/bin/python -m benchmarks.verification_overhead
 	.venv/bin/python -m benchmarks.verification_prompt_size
 	.venv/bin/python -m benchmarks.service_overhead

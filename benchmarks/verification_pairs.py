@@ -10,6 +10,7 @@ exactly those mutations.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,8 +18,11 @@ import lxml.html
 
 from veriloop.engines.skeleton import to_utf8
 
-DEFAULT_CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "html"
-"""``../shared/corpus/html`` relative to the repository."""
+DEFAULT_CORPUS = Path(
+    os.environ.get("VERILOOP_CORPUS_HTML")
+    or Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "html"
+)
+"""``$VERILOOP_CORPUS_HTML``, else ``../shared/corpus/html`` relative to the repository."""
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 """Where the benchmarks write their per-page figures by default (git-ignored)."""
 

@@ -23,13 +23,15 @@ _log = logging.getLogger("veriloop.observation")
 
 URL_UNCHANGED = "URL did not change"
 CONTENT_UPDATED_NO_SKELETON_CHANGE = (
-    "Page content updated (DOM changed; no interactive element changes detected)"
+    "No interactive element or alert changed (other markup differs)"
 )
 CONTENT_UNCHANGED_SKELETON = "Page content did not change (no interactive element or alert changes)"
 CONTENT_UPDATED_HASH = "Page content updated (DOM changed)"
 CONTENT_UNCHANGED_HASH = "Page content did not change (DOM hash identical)"
 NETWORK_WITNESSED = "Background network activity detected"
 MUTATION_WITNESSED = "DOM was mutated"
+CLIENT_URL_CHANGED = "The browser client reported a URL change"
+CLIENT_URL_UNCHANGED = "The browser client reported no URL change"
 
 
 def _hash(data: bytes) -> str:
@@ -109,9 +111,7 @@ def _client_lines(client: ClientObservations | None) -> list[str]:
     if client.did_dom_mutate:
         lines.append(MUTATION_WITNESSED)
     if client.did_url_change is not None:
-        lines.append(
-            f"Extension reported URL changed: {'true' if client.did_url_change else 'false'}"
-        )
+        lines.append(CLIENT_URL_CHANGED if client.did_url_change else CLIENT_URL_UNCHANGED)
     return lines
 
 

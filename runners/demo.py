@@ -5,12 +5,15 @@ Three goals run one after another on the demo app served on loopback. With
 agent; with neither, the scripted playbook does (through the loopback
 OpenAI-compatible server the tests use). Whether a goal was reached is read
 from the app's own data (``GET /api/state``), never from the agent's answer.
+
+:func:`run_demo` is also the notebooks' one call: it works inside Jupyter too.
 """
 
 from __future__ import annotations
 
-import os
+import asyncio
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,11 +21,19 @@ from typing import Any
 
 import httpx
 
+from veriloop.agent import TaskReport
 from veriloop.context import Context
+from veriloop.llm.endpoint import SCRIPTED_MODEL, ModelEndpoint, describe_model, model_configured
 from veriloop.llm.scripted import ScriptedModelServer
 from veriloop.runners.agents import InProcessAgent
 from veriloop.runners.browser import ChromiumBrowser
-from veriloop.runners.demo_playbook import ADD_PATIENT, DARK_THEME, SEARCH_PATIENT, DemoPlaybook
+from veriloop.runners.demo_playbook import (
+    ADD_PATIENT,
+    DARK_THEME,
+    SCRIPTED_NOTES,
+    SEARCH_PATIENT,
+    DemoPlaybook,
+)
 from veriloop.runners.demo_server import DemoAppServer
 from veriloop.runners.loop import RunResult, StepRecord, run_task
 from veriloop.runners.report import write_report
@@ -66,20 +77,22 @@ class AppCheck:
 
 @dataclass
 class DemoResult:
+    model: ModelEndpoint
+    """What answered the model calls."""
     runs: list[RunResult] = field(default_factory=list)
     checks: list[AppCheck] = field(default_factory=list)
+    tasks: list[TaskReport] = field(default_factory=list)
+    """The agent's own record of each run: status, actions, verification history, usage."""
     report: Path | None = None
-    scripted: bool = True
+
+    @property
+    def scripted(self) -> bool:
+        return self.model.scripted
 
     @property
     def exit_code(self) -> int:
         """0 only when the app confirms every goal."""
         return 0 if self.checks and all(check.passed for check in self.checks) else 1
-
-
-def model_configured() -> bool:
-    """True when the environment names a model provider."""
-    return bool(os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
 
 
 @contextmanager
@@ -103,44 +116,89 @@ def run_demo(
     on_phase: Callable[[str], None] | None = None,
     chromium: str | None = None,
     browser: ChromiumBrowser | None = None,
+    screenshots: bool = True,
 ) -> DemoResult:
-    """Run the demo goals; ``model_server`` (or, when no provider is configured, the playbook) answers model calls.
+    """Run the demo goals and write the report; ``model_server`` (or, when no provider is
+    configured, the playbook) answers model calls as the scripted model.
 
-    ``browser``: a started browser to use (Playwright's sync API allows one per thread); else one is launched.
+    ``browser``: a started browser to use (Playwright's sync API allows one per thread); else one is
+    launched. Inside Jupyter (an asyncio loop runs in this thread, where Playwright's sync API
+    refuses to start) the run moves to a worker thread.
     """
-    result = DemoResult(scripted=model_server is not None or not model_configured())
-    context_args = {"model": model} if model else {}
+    kwargs = {k: v for k, v in locals().items() if k != "report_dir"}  # the arguments above
+    if browser is None and _loop_running():
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="veriloop-demo") as pool:
+            return pool.submit(_run_demo, report_dir, **kwargs).result()
+    return _run_demo(report_dir, **kwargs)
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _run_demo(
+    report_dir: str | Path,
+    *,
+    goals: Sequence[str],
+    headed: bool,
+    model: str | None,
+    model_server: ScriptedModelServer | None,
+    on_run: Callable[[str], None] | None,
+    on_step: Callable[[StepRecord], None] | None,
+    on_phase: Callable[[str], None] | None,
+    chromium: str | None,
+    browser: ChromiumBrowser | None,
+    screenshots: bool,
+) -> DemoResult:
+    scripted = model_server is not None or not model_configured()
     own_browser = (
         nullcontext(browser)
         if browser
         else ChromiumBrowser(executable_path=chromium, headless=not headed)
     )
-    with DemoAppServer() as app, own_browser as browser:
-        with _scripted_model(model_server) if result.scripted else nullcontext() as server:
-            if server is not None:
-                context_args["base_url"] = server.base_url
-            agent = InProcessAgent(context=Context(**context_args))
-            for goal in goals:
-                if on_run:
-                    on_run(goal)
-                session = browser.new_session()
-                try:
-                    run = run_task(
-                        goal,
-                        app.url,
-                        session=session,
-                        agent=agent,
-                        on_step=on_step,
-                        on_phase=on_phase,
-                        session_id="veriloop-demo",
-                    )
-                finally:
-                    session.close()
-                result.runs.append(run)
-                passed, detail = APP_CHECKS[goal](app_state(app.url))
-                result.checks.append(AppCheck(goal, passed, detail))
+    with (
+        DemoAppServer() as app,
+        own_browser as browser,
+        _scripted_model(model_server) if scripted else nullcontext() as server,
+    ):
+        if server is not None:
+            context = Context(model=SCRIPTED_MODEL, base_url=server.base_url)
+        else:
+            context = Context(model=model) if model else Context()
+        result = DemoResult(model=describe_model(context))
+        agent = InProcessAgent(context=context)
+        for goal in goals:
+            if on_run:
+                on_run(goal)
+            session = browser.new_session()
+            try:
+                run = run_task(
+                    goal,
+                    app.url,
+                    session=session,
+                    agent=agent,
+                    screenshots=screenshots,
+                    on_step=on_step,
+                    on_phase=on_phase,
+                    session_id="veriloop-demo",
+                )
+            finally:
+                session.close()
+            result.runs.append(run)
+            if run.task_id is not None:
+                result.tasks.append(agent.agent.get_task(run.task_id))
+            passed, detail = APP_CHECKS[goal](app_state(app.url))
+            result.checks.append(AppCheck(goal, passed, detail))
     result.report = write_report(
-        result.runs, report_dir, title="veriloop demo: MediDesk patient records"
+        result.runs,
+        report_dir,
+        model=result.model,
+        title="veriloop demo: MediDesk patient records",
+        notes=SCRIPTED_NOTES if result.scripted else None,
     )
     return result
 

@@ -35,6 +35,15 @@ ADD_PATIENT = "Add a patient named Jas"
 SEARCH_PATIENT = "Search the patient records for Maria"
 DARK_THEME = "Change the theme setting to Dark"
 
+SCRIPTED_NOTES = {
+    ADD_PATIENT: (
+        "A deliberate mistake, to show the no-change check: the scripted playbook first clicks the "
+        "Patients tab, which is already open. Nothing changes, so the next step fails that click "
+        "without asking the model (confidence 0.20) and the agent corrects itself."
+    )
+}
+"""What the scripted demo does on purpose, by goal: the console and the report say it."""
+
 _PAGE_SECTION = re.compile(
     r"Current page \(URL and excerpt\):\s*"
     + re.escape(PAGE_DATA_BEGIN)
@@ -160,7 +169,7 @@ class DemoPlaybook:
             # The deliberate mistake: the Patients tab is already open, so this click changes nothing.
             self.mistake_made = True
             return ActionChoice(
-                thought="Make sure the Patients section is open",
+                thought="Deliberate no-op (the Patients tab is already open) to show the no-change check",
                 action=f"click({page.id('tab-patients')})",
             )
         thought, action = task.next_action(page)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from playwright.sync_api import Error as PlaywrightError
 
+from veriloop.engines.targets import target_label
 from veriloop.runners.agents import AgentClient, AgentError
 from veriloop.runners.browser import Execution, PageSession, Snapshot
 from veriloop.schemas.actions import ActionParseError, parse_action
@@ -64,6 +65,13 @@ class StepRecord:
     execution_error: str | None = None
     screenshot: bytes | None = field(default=None, repr=False)
     settled: bool = True
+    target: str | None = None
+    """What a person would call the element the action targets (``"Save"`` for ``click(9)``)."""
+
+    @property
+    def described_action(self) -> str:
+        """The action with its target's name: ``click(9) "Save"``."""
+        return f'{self.action} "{self.target}"' if self.target else self.action
 
     @property
     def tokens(self) -> int:
@@ -162,6 +170,7 @@ def run_task(
             result.status, result.error = "error", f"the agent answered an invalid action: {exc}"
             _emit(on_step, step)
             return result
+        step.target = target_label(snapshot.dom, action.element_id)
         if response.status != "executing" or action.is_terminal:
             result.status = response.status
             if response.status == "executing":  # a terminal action must come with a final status

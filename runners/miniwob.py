@@ -21,12 +21,19 @@ DEFAULT_EPISODE_MAX_TIME_MS = 120_000
 """Long enough that a model-driven episode is judged on what the agent did, not on the page's 10 s clock."""
 
 
+class MiniWobMissing(RuntimeError):
+    """The ``miniwob`` package (the task pages) is not installed."""
+
+
 def miniwob_html_dir() -> Path:
-    """The ``html/`` folder of the installed ``miniwob`` package."""
+    """The ``html/`` folder of the installed ``miniwob`` package; :class:`MiniWobMissing` without it."""
     try:
         root = resources.files("miniwob") / "html"
-    except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
-        raise RuntimeError("the 'miniwob' package is not installed: pip install miniwob") from exc
+    except ModuleNotFoundError as exc:
+        raise MiniWobMissing(
+            "the MiniWoB++ task pages come from the 'miniwob' package, which the runtime install "
+            "(make demo) leaves out: run `make setup-dev` or `.venv/bin/pip install miniwob`"
+        ) from exc
     return Path(str(root))
 
 

@@ -134,11 +134,21 @@ def miniwob(
     ] = None,
 ) -> None:
     """Run the agent on MiniWoB++ task pages; the pages' own rewards decide success."""
+    from veriloop.llm.endpoint import model_configured
     from veriloop.runners.browser import ChromiumNotFound
-    from veriloop.runners.demo import model_configured
-    from veriloop.runners.miniwob import available_tasks, resolve_tasks
+    from veriloop.runners.miniwob import (
+        MiniWobMissing,
+        available_tasks,
+        miniwob_html_dir,
+        resolve_tasks,
+    )
     from veriloop.runners.miniwob_eval import EvalConfig, run_miniwob
 
+    try:
+        miniwob_html_dir()
+    except MiniWobMissing as exc:
+        console.print(f"[red]{escape(str(exc))}[/]")
+        raise typer.Exit(2) from exc
     if list_tasks:
         console.print("\n".join(available_tasks()))
         raise typer.Exit(0)

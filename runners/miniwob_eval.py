@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from veriloop.context import Context
+from veriloop.llm.endpoint import SCRIPTED_MODEL, describe_model, model_configured
 from veriloop.llm.scripted import ScriptedModelServer, critical_path_calls
 from veriloop.runners.agents import InProcessAgent
 from veriloop.runners.browser import ChromiumBrowser, PageSession
-from veriloop.runners.demo import model_configured
 from veriloop.runners.loop import run_task
 from veriloop.runners.miniwob import (
     DEFAULT_EPISODE_MAX_TIME_MS,
@@ -69,6 +69,7 @@ class EvalConfig:
     episode_max_time_ms: int = DEFAULT_EPISODE_MAX_TIME_MS
     chromium: str | None = None
     model_label: str = ""
+    """The model's name in each episode record (set by :func:`run_eval` from its context)."""
 
     def planned(self) -> list[tuple[str, int]]:
         return [(task, episode) for task in self.tasks for episode in range(self.episodes)]
@@ -210,11 +211,14 @@ def run_eval(
         raise ValueError("episodes and parallel must be at least 1")
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    model = describe_model(context)
+    config.model_label = model.model
     previous = load_records(out) if config.resume else []
     if not config.resume:
         (out / EPISODES_FILE).unlink(missing_ok=True)
     (out / RUN_FILE).write_text(
-        json.dumps({**asdict(config), "out_dir": str(out)}, indent=2), encoding="utf-8"
+        json.dumps({**asdict(config), "out_dir": str(out), "model": model.to_wire()}, indent=2),
+        encoding="utf-8",
     )
 
     finished_keys = {
@@ -257,7 +261,7 @@ def run_eval(
     latest = {r.key: r for r in [*previous, *ran]}
     records = [latest[key] for key in config.planned() if key in latest]
     summary = summarize(records)
-    paths = write_report(out, summary, records)
+    paths = write_report(out, summary, records, model=model)
     return EvalResult(
         summary=summary,
         records=records,
@@ -287,7 +291,6 @@ def run_miniwob(
     if false_claims and not use_script:
         raise ValueError("false claims can only be scripted: they need the scripted model")
     if not use_script:
-        config.model_label = model or Context().model
         return run_eval(config, Context(model=model) if model else Context(), on_record=on_record)
 
     playbook = MiniWobPlaybook()
@@ -297,7 +300,6 @@ def run_miniwob(
         if (task, episode) in lies:
             playbook.claim_falsely(utterance)
 
-    config.model_label = "scripted"
     own_server = ScriptedModelServer(latency_s=SCRIPTED_LATENCY_S)
     with nullcontext(model_server) if model_server is not None else own_server as server:
         playbook.install(server)
@@ -310,7 +312,7 @@ def run_miniwob(
 
         return run_eval(
             config,
-            Context(model="scripted", base_url=server.base_url),
+            Context(model=SCRIPTED_MODEL, base_url=server.base_url),
             on_start=on_start,
             on_record=on_record,
             annotate=annotate,

@@ -39,9 +39,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from veriloop.context import PlanContext
 from veriloop.engines.plan.manifest import downstream_of, load_manifest
+from veriloop.llm.endpoint import SCRIPTED_MODEL, describe_model, model_configured
 from veriloop.llm.scripted import ANY_PURPOSE, ScriptedModelServer, ScriptedRequest, ToolCalls
 from veriloop.plans import PlanRunner
-from veriloop.runners.demo import model_configured
 from veriloop.runners.plan_report import write_plan_report
 from veriloop.schemas.manifest import Manifest, ManifestStep
 from veriloop.schemas.plan_outputs import CheckDraft, RepairDraft, StepDraft, StepReviewVerdict
@@ -50,8 +50,6 @@ from veriloop.schemas.plan_run import PendingReview, PlanRunReport
 DEMO_DIR = Path(__file__).resolve().parent / "plan_demo"
 PROJECT_DIR = DEMO_DIR / "project"
 MANIFEST_PATH = DEMO_DIR / "manifest.yaml"
-SCRIPTED_MODEL = "scripted-playbook"
-"""The model name the scripted demo runs under (no price is known for it, so its cost is $0)."""
 SHELL_ALLOWLIST = "python3 -m textbuffer.replay,python -m textbuffer.replay,python3 -m pytest,python -m pytest,pytest"
 """Model-written commands (a replan's gate) that may run without a person's approval."""
 REVIEW_COMMENT = "approved automatically by veriloop plan demo"
@@ -497,7 +495,7 @@ async def arun_plan_demo(
                 report_dir,
                 model=context.model,
                 scripted=scripted,
-                endpoint=None if scripted else (os.environ.get("OPENAI_BASE_URL") or "OpenAI"),
+                endpoint=None if scripted else describe_model(context).where,
                 title="veriloop plan demo: finish the textbuffer package",
                 final_check=f"the project's whole test suite (pytest, exit code {suite_exit_code}): "
                 f"{result.suite_summary}",

@@ -1,6 +1,7 @@
 """Run reports: ``report.json`` plus one self-contained ``report.html`` (screenshots inlined) and the PNGs.
 
-Per step the page shows the screenshot of the page the agent saw, the verdict
+Both start with the model that produced the runs and its kind of endpoint; a scripted run says so
+in a banner at the top. Per step the page shows the screenshot of the page the agent saw, the verdict
 on the previous action with its observation list, what the page witnessed,
 the action chosen and how executing it went, tokens, and timings.
 """
@@ -10,10 +11,12 @@ from __future__ import annotations
 import base64
 import json
 import statistics
+from collections.abc import Mapping
 from dataclasses import asdict
 from html import escape
 from pathlib import Path
 
+from veriloop.llm.endpoint import ModelEndpoint
 from veriloop.runners.loop import RunResult, StepRecord, StepTimings
 from veriloop.schemas.usage import total_usage
 
@@ -33,6 +36,9 @@ main{padding:16px 28px;max-width:1200px}section.run{margin-bottom:40px}
 .step{display:grid;grid-template-columns:minmax(320px,560px) 1fr;gap:16px;background:#fff;border-radius:8px;
 padding:14px;margin:14px 0;box-shadow:0 1px 3px #0002}.step img{width:100%;border:1px solid #ccd3dc;border-radius:4px}
 .step h3{margin:0 0 6px;font-size:16px}code{background:#eef1f5;padding:1px 5px;border-radius:3px}
+.banner{padding:10px 14px;border-radius:6px;margin:14px 0}.banner.scripted{background:#fff4d6;
+border:1px solid #e0b000;color:#5c4600}.banner.real{background:#e7f0fa;border:1px solid #9db8d6}
+.note{background:#eef6ee;border-left:4px solid #2b8a3e;padding:8px 12px}
 .ok{color:#1b7f3b;font-weight:600}.bad{color:#b3261e;font-weight:600}.muted{color:#5b6776}
 ul.obs{margin:4px 0 8px;padding-left:18px}.badge{display:inline-block;padding:1px 8px;border-radius:10px;
 background:#eef1f5;margin-right:4px}
@@ -40,15 +46,29 @@ background:#eef1f5;margin-right:4px}
 
 
 def write_report(
-    runs: list[RunResult], directory: str | Path, *, title: str = "veriloop run"
+    runs: list[RunResult],
+    directory: str | Path,
+    *,
+    model: ModelEndpoint,
+    title: str = "veriloop run",
+    notes: Mapping[str, str] | None = None,
 ) -> Path:
-    """Write ``report.json``, ``report.html`` and ``screenshots/*.png`` under ``directory``; return the HTML path."""
+    """Write ``report.json``, ``report.html`` and ``screenshots/*.png`` under ``directory``; return the HTML path.
+
+    ``model``: what answered the model calls (named at the top). ``notes``: a remark per goal,
+    shown above that run (why the demo makes a deliberate mistake).
+    """
     root = Path(directory)
     shots = root / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
-    data = {"title": title, "runs": []}
+    notes = notes or {}
+    data = {
+        "title": title,
+        "model": model.to_wire() | {"scripted": model.scripted, "label": model.label},
+        "runs": [],
+    }
     for run_number, run in enumerate(runs, start=1):
-        entry = _run_json(run)
+        entry = _run_json(run) | ({"note": notes[run.goal]} if run.goal in notes else {})
         for step, step_json in zip(run.steps, entry["steps"], strict=True):
             if step.screenshot:
                 name = f"run{run_number}-step{step.index + 1:02d}.png"
@@ -57,7 +77,7 @@ def write_report(
         data["runs"].append(entry)
     (root / "report.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
     html_path = root / "report.html"
-    html_path.write_text(_html(runs, title), encoding="utf-8")
+    html_path.write_text(_html(runs, title, model, notes), encoding="utf-8")
     return html_path
 
 
@@ -98,6 +118,7 @@ def _run_json(run: RunResult) -> dict:
                 "index": step.index,
                 "url": step.url,
                 "action": step.action,
+                "target": step.target,
                 "thought": step.thought,
                 "status": step.status,
                 "verification": step.verification,
@@ -114,16 +135,34 @@ def _run_json(run: RunResult) -> dict:
     }
 
 
-def _html(runs: list[RunResult], title: str) -> str:
-    body = "".join(_run_html(number, run) for number, run in enumerate(runs, start=1))
+def _html(runs: list[RunResult], title: str, model: ModelEndpoint, notes: Mapping[str, str]) -> str:
+    body = "".join(
+        _run_html(number, run, notes.get(run.goal)) for number, run in enumerate(runs, start=1)
+    )
     return (
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title>"
         f"<style>{STYLE}</style></head><body><header><h1>{escape(title)}</h1>"
-        f"<div>{len(runs)} run(s)</div></header><main>{body}</main></body></html>"
+        f"<div>{len(runs)} run(s) · {escape(model.label)}</div></header>"
+        f"<main>{model_banner(model)}{body}</main></body></html>"
     )
 
 
-def _run_html(number: int, run: RunResult) -> str:
+def model_banner(model: ModelEndpoint) -> str:
+    """The HTML banner naming the model at the top of a report; a scripted run's says so."""
+    if model.scripted:
+        return (
+            "<div class='banner scripted'><b>Scripted run.</b> Every model answer was canned by an "
+            f"offline playbook on a loopback server (model name <code>{escape(model.model)}</code>), "
+            "not produced by a real model, so it costs $0. The browser, the pages, the graph and "
+            "the checks were real.</div>"
+        )
+    return (
+        f"<div class='banner real'>Model <code>{escape(model.model)}</code> on "
+        f"{escape(model.where)}.</div>"
+    )
+
+
+def _run_html(number: int, run: RunResult, note: str | None = None) -> str:
     total = total_usage(run.usage)
     status_class = "ok" if run.completed else "bad"
     medians = median_timings([run])
@@ -138,7 +177,8 @@ def _run_html(number: int, run: RunResult) -> str:
         f"<tr><th>steps</th><td>{len(run.steps)}</td></tr>"
         f"<tr><th>tokens</th><td>{total.input_tokens} in / {total.output_tokens} out, {total.calls} model calls, "
         f"${total.cost_usd:.4f}</td></tr></table>{error}"
-        f"<h3>Median step timings (ms)</h3><table class='timings'><tr>{timing_cells}</tr><tr>{median_cells}</tr></table>"
+        + (f"<p class='note'>{escape(note)}</p>" if note else "")
+        + f"<h3>Median step timings (ms)</h3><table class='timings'><tr>{timing_cells}</tr><tr>{median_cells}</tr></table>"
         + "".join(_step_html(step) for step in run.steps)
         + "</section>"
     )
@@ -167,7 +207,7 @@ def _step_html(step: StepRecord) -> str:
         f"<h3>Step {step.index + 1} <span class='muted'>· {escape(step.url)}</span></h3>"
         f"{_verdict_html(step.verification, 'verification' in step.usage)}"
         f"{_witness_html(step.client_observations, step.settled)}"
-        f"<p><b>Action</b> <code>{escape(step.action)}</code> {_execution_html(step)}</p>"
+        f"<p><b>Action</b> <code>{escape(step.described_action)}</code> {_execution_html(step)}</p>"
         f"<p class='muted'>{escape(step.thought)}</p>"
         f"<p><b>Tokens</b> {step.tokens} <span class='muted'>({escape(usage_text)})</span></p>"
         f"<p><b>Timings (ms)</b> <span class='muted'>{escape(timing_text)}</span></p>"
@@ -203,11 +243,18 @@ def _verdict_html(verification: dict | None, model_called: bool) -> str:
 def _witness_html(witness: dict | None, settled: bool) -> str:
     if witness is None:
         return ""
-    names = {"didNetworkOccur": "network", "didDomMutate": "DOM", "didUrlChange": "URL"}
+    names = {
+        "didNetworkOccur": "network activity",
+        "didDomMutate": "DOM mutation",
+        "didUrlChange": "URL change",
+    }
     parts = [f"{label} {'yes' if witness.get(key) else 'no'}" for key, label in names.items()]
     if not settled:
         parts.append("page still busy at the 5 s cap")
-    return f"<p><b>Page witnessed</b> <span class='muted'>{escape(', '.join(parts))}</span></p>"
+    return (
+        "<p><b>The browser saw since the action</b> "
+        f"<span class='muted'>{escape(', '.join(parts))}</span></p>"
+    )
 
 
 def _execution_html(step: StepRecord) -> str:

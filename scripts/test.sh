@@ -2,7 +2,7 @@
 # The whole test suite from a fresh clone: virtualenv, dependencies, chromium, PostgreSQL check, pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --dev
 export VERILOOP_TEST_POSTGRES_URL=${VERILOOP_TEST_POSTGRES_URL:-postgresql://postgres@127.0.0.1:5432/veriloop_test}
 scripts/ensure_postgres.sh "$VERILOOP_TEST_POSTGRES_URL"
 unset OPENAI_API_KEY OPENAI_BASE_URL

@@ -4,6 +4,7 @@ Public API (loaded on first use, so ``import veriloop`` stays cheap and free of 
 
     from veriloop import Agent, Context, Observation, build_graph     # browser tasks
     from veriloop import run_plan, PlanRunner, PlanContext           # plans of tool-using steps
+    from veriloop import run_demo, graph_png                         # the demo in one call; the graph's picture
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from veriloop.schemas import __all__ as _SCHEMA_NAMES
 if TYPE_CHECKING:
     from veriloop.agent import Agent, TaskFinishedError, TaskReport, UnknownTaskError  # noqa: F401
     from veriloop.context import Context, PlanContext  # noqa: F401
+    from veriloop.drawing import graph_png  # noqa: F401
     from veriloop.graph.builder import build_graph  # noqa: F401
     from veriloop.plans import (  # noqa: F401
         NoPendingReviewError,
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
         arun_plan,
         run_plan,
     )
+    from veriloop.runners.demo import run_demo  # noqa: F401
     from veriloop.schemas import *  # noqa: F403
 
 _LOCATIONS: dict[str, str] = {
@@ -39,6 +42,8 @@ _LOCATIONS: dict[str, str] = {
     "UnknownRunError": "veriloop.plans",
     "NoPendingReviewError": "veriloop.plans",
     "build_graph": "veriloop.graph.builder",
+    "graph_png": "veriloop.drawing",
+    "run_demo": "veriloop.runners.demo",
     **{name: "veriloop.schemas" for name in _SCHEMA_NAMES},
 }
 

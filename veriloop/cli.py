@@ -1,13 +1,15 @@
 """The ``veriloop`` command: run a goal in Chromium, serve the API, or run the demo.
 
-veriloop run "Add a patient named Jas" --url http://127.0.0.1:8080/ --report out/
-veriloop serve --port 8000
+veriloop run "Add a patient named Jas" --url http://127.0.0.1:8080/   # report in veriloop-runs/
+veriloop serve --port 8000                                              # tasks in the data directory
 veriloop demo
 """
 
 from __future__ import annotations
 
 import os
+import re
+import time
 from contextlib import contextmanager
 from functools import reduce
 from pathlib import Path
@@ -26,6 +28,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from veriloop.engines.targets import shorten
 from veriloop.plan_cli import plan_app
 from veriloop.runners.miniwob_cli import eval_app
 
@@ -36,8 +39,13 @@ app = typer.Typer(
 )
 app.add_typer(eval_app, name="eval")
 app.add_typer(plan_app, name="plan")
-console = Console()
-_ROUTINE_OBSERVATIONS = ("URL did not change", "Extension reported URL changed: false")
+# soft_wrap: a long line stays one line when piped (rich would hard-wrap it at 80 columns).
+console = Console(soft_wrap=True)
+_ROUTINE_OBSERVATIONS = ("URL did not change", "The browser client reported no URL change")
+_OBSERVATION_CHARS = 90
+RUNS_DIR = Path("veriloop-runs")
+"""Where ``veriloop run`` writes each run's report folder unless ``--report`` names one."""
+DATA_DIR_ENV = "VERILOOP_DATA_DIR"
 
 Chromium = Annotated[
     str | None,
@@ -97,9 +105,9 @@ def describe_step(step) -> str:
             line for line in observations if not line.startswith(_ROUTINE_OBSERVATIONS)
         ] or observations
         if telling:
-            more = f" (+{len(observations) - 1})" if len(observations) > 1 else ""
-            parts.append(f"[dim]{escape(telling[0][:70])}{more}[/]")
-    parts.append(f"-> [cyan]{escape(step.action)}[/]")
+            more = f" (+{len(observations) - 1} more)" if len(observations) > 1 else ""
+            parts.append(f"[dim]{escape(shorten(telling[0], _OBSERVATION_CHARS))}{more}[/]")
+    parts.append(f"-> [cyan]{escape(step.described_action)}[/]")
     if step.execution_ok is False:
         parts.append(f"[red]not executed: {escape(step.execution_error or '')}[/]")
     model_calls = sum(u.get("calls", 0) for u in step.usage.values())
@@ -159,7 +167,22 @@ def usage_table(usage: dict[str, dict]) -> Table:
     return table
 
 
-def _report_run(result, report_dir: Path | None) -> None:
+def run_folder(goal: str, now: float | None = None) -> Path:
+    """``veriloop-runs/<UTC time>-<goal slug>``: a new folder name per run."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+    slug = re.sub(r"[^a-z0-9]+", "-", goal.lower()).strip("-")[:40].rstrip("-") or "run"
+    return RUNS_DIR / f"{stamp}-{slug}"
+
+
+def default_data_dir() -> Path:
+    """``$VERILOOP_DATA_DIR``, else ``$XDG_DATA_HOME/veriloop`` (``~/.local/share/veriloop``)."""
+    if os.environ.get(DATA_DIR_ENV):
+        return Path(os.environ[DATA_DIR_ENV])
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "veriloop"
+
+
+def _report_run(result, report_dir: Path, model) -> None:
     from veriloop.runners.report import write_report
     from veriloop.schemas.usage import total_usage
 
@@ -172,9 +195,8 @@ def _report_run(result, report_dir: Path | None) -> None:
     if result.error:
         console.print(f"[red]{escape(result.error)}[/]")
     console.print(usage_table(result.usage))
-    if report_dir is not None:
-        path = write_report([result], report_dir, title=f"veriloop run: {result.goal}")
-        console.print(f"report: {path}")
+    path = write_report([result], report_dir, model=model, title=f"veriloop run: {result.goal}")
+    console.print(f"report: {path.resolve()}")
 
 
 @app.command()
@@ -186,7 +208,11 @@ def run(
     grounding: Groundings = None,
     headed: Headed = False,
     report: Annotated[
-        Path | None, typer.Option("--report", help="Write report.json / report.html here.")
+        Path | None,
+        typer.Option(
+            "--report",
+            help="Folder for report.json / report.html (default: a new folder under veriloop-runs/).",
+        ),
     ] = None,
     server: Annotated[
         str | None,
@@ -203,14 +229,17 @@ def run(
         int, typer.Option("--max-steps", min=1, help="Agent steps before giving up.")
     ] = 40,
     screenshots: Annotated[
-        bool, typer.Option("--screenshots/--no-screenshots", help="Screenshot every step.")
+        bool,
+        typer.Option(
+            "--screenshots/--no-screenshots", help="Screenshot every step for the report."
+        ),
     ] = True,
     chromium: Chromium = None,
 ) -> None:
     """Run GOAL in Chromium starting at --url; exit 0 only if the task completed."""
+    from veriloop.llm.endpoint import ModelEndpoint, describe_model, model_configured
     from veriloop.runners.agents import HttpAgent, InProcessAgent
     from veriloop.runners.browser import ChromiumBrowser, ChromiumNotFound
-    from veriloop.runners.demo import model_configured
     from veriloop.runners.loop import run_task
 
     if server:
@@ -220,6 +249,7 @@ def run(
                 "the service chooses its models[/]"
             )
         agent = HttpAgent(server, api_key=api_key)
+        endpoint = ModelEndpoint(model="(the service's)", endpoint="service", base_url=server)
     else:
         if not model_configured():
             console.print(
@@ -235,6 +265,8 @@ def run(
             console.print(f"[red]{escape(str(exc))}[/]")
             raise typer.Exit(2) from exc
         agent = InProcessAgent(context=context)
+        endpoint = describe_model(context)
+    console.print(endpoint.label)
     try:
         with (
             ChromiumBrowser(executable_path=chromium, headless=not headed) as browser,
@@ -252,7 +284,7 @@ def run(
                 session=session,
                 agent=agent,
                 max_steps=max_steps,
-                screenshots=screenshots or report is not None,
+                screenshots=screenshots,
                 on_step=on_step,
                 on_phase=on_phase,
             )
@@ -260,7 +292,7 @@ def run(
     except ChromiumNotFound as exc:
         console.print(f"[red]{escape(str(exc))}[/]")
         raise typer.Exit(2) from exc
-    _report_run(result, report)
+    _report_run(result, report or run_folder(goal), endpoint)
     raise typer.Exit(0 if result.completed else 1)
 
 
@@ -275,13 +307,28 @@ def serve(
         str | None,
         typer.Option(
             "--database-url",
-            help="sqlite:///path or postgresql://... (default VERILOOP_DATABASE_URL).",
+            help="sqlite:///path or postgresql://... (default VERILOOP_DATABASE_URL, else "
+            "veriloop.sqlite in the data directory).",
+        ),
+    ] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            envvar=DATA_DIR_ENV,
+            help="Where the default SQLite database lives (default $XDG_DATA_HOME/veriloop, "
+            "i.e. ~/.local/share/veriloop).",
         ),
     ] = None,
 ) -> None:
     """Serve the interact API (POST /api/agent/interact) and the task API."""
     from veriloop.server.main import serve as serve_api
 
+    if not database_url and not os.environ.get("VERILOOP_DATABASE_URL"):
+        folder = data_dir or default_data_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        database_url = f"sqlite:///{(folder / 'veriloop.sqlite').resolve()}"
+        console.print(f"tasks are stored in {escape(database_url)}")
     try:
         serve_api(host=host, port=port, workers=workers, database_url=database_url)
     except ValueError as exc:
@@ -299,26 +346,41 @@ def demo(
     chromium: Chromium = None,
 ) -> None:
     """Run three goals on the bundled patient-records app; exit 0 only if the app confirms each one."""
+    from veriloop.llm.endpoint import model_configured
     from veriloop.runners.browser import ChromiumNotFound
-    from veriloop.runners.demo import model_configured, run_demo
+    from veriloop.runners.demo import run_demo
+    from veriloop.runners.demo_playbook import SCRIPTED_NOTES
     from veriloop.schemas.usage import add_usage
 
-    if model_configured():
-        endpoint = os.environ.get("OPENAI_BASE_URL") or "OpenAI"
-        console.print(f"Using the configured model provider ({escape(endpoint)}).")
-    else:
+    scripted = not model_configured()
+    if scripted:
         console.print(
             "[yellow]No OPENAI_API_KEY or OPENAI_BASE_URL set: running the scripted playbook "
-            "(a local OpenAI-compatible server with canned answers), not a real model.[/]"
+            "(a local OpenAI-compatible server with canned answers), not a real model; cost $0.[/]"
+        )
+        if model:
+            console.print("[yellow]--model is ignored: the scripted playbook answers.[/]")
+    else:
+        from veriloop.context import Context
+        from veriloop.llm.endpoint import describe_model
+
+        console.print(
+            f"Using {escape(describe_model(Context(model=model) if model else Context()).label)}."
         )
     try:
         with live_progress(40) as (on_step, on_phase, new_task):
+
+            def on_run(goal: str) -> None:
+                new_task(goal)
+                if scripted and goal in SCRIPTED_NOTES:
+                    console.print(f"[yellow]{escape(SCRIPTED_NOTES[goal])}[/]")
+
             result = run_demo(
                 report,
                 headed=headed,
                 model=model,
                 chromium=chromium,
-                on_run=new_task,
+                on_run=on_run,
                 on_step=on_step,
                 on_phase=on_phase,
             )

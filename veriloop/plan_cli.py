@@ -39,6 +39,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from veriloop.llm.endpoint import describe_model, model_configured
+
 plan_app = typer.Typer(
     help="Plans of tool-using steps: run a manifest, resume a run, rewrite its report, the demo.",
     no_args_is_help=True,
@@ -149,10 +151,6 @@ def load_tools_spec(spec: str | None) -> Any:
         raise UsageError(f"--tools {spec!r}: {exc}") from None
 
 
-def model_configured() -> bool:
-    return bool(os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
-
-
 def why_model_needed(manifest, *, review: bool) -> str | None:
     """Why running ``manifest`` needs a model (the first reason found), or None."""
     for step in _all_steps(manifest):
@@ -173,7 +171,7 @@ def _all_steps(manifest) -> Iterator[Any]:
 
 
 def _endpoint() -> str:
-    return os.environ.get("OPENAI_BASE_URL") or "OpenAI"
+    return describe_model().where
 
 
 # -- live progress ----------------------------------------------------------------------------------

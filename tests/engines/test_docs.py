@@ -31,6 +31,8 @@ def test_documented_thresholds_are_the_defaults():
         observation.CONTENT_UNCHANGED_HASH,
         observation.NETWORK_WITNESSED,
         observation.MUTATION_WITNESSED,
+        observation.CLIENT_URL_CHANGED,
+        observation.CLIENT_URL_UNCHANGED,
     ],
 )
 def test_every_observation_line_is_documented(line):

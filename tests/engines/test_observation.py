@@ -127,7 +127,7 @@ def test_ticker_changes_hash_but_is_not_meaningful(page):
     assert result.meaningful_content_change is False
     assert result.observations == [
         "URL did not change",
-        "Page content updated (DOM changed; no interactive element changes detected)",
+        "No interactive element or alert changed (other markup differs)",
     ]
 
 
@@ -217,7 +217,7 @@ def test_client_witness_lines(page):
     assert result.observations[-3:] == [
         "Background network activity detected",
         "DOM was mutated",
-        "Extension reported URL changed: false",
+        "The browser client reported no URL change",
     ]
     assert result.client_saw_something is True
 

@@ -7,10 +7,12 @@ model is told to claim one episode falsely, and the confusion matrix must show i
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from typer.testing import CliRunner
 
+from veriloop.llm.endpoint import SCRIPTED_MODEL
 from veriloop.runners.miniwob_cli import eval_app
 from veriloop.runners.miniwob_results import EPISODES_FILE, load_records
 
@@ -49,7 +51,11 @@ def test_every_episode_is_judged_by_its_page(first_run) -> None:
     for key, record in records.items():
         assert record.error is None, record.error
         assert record.env_done, key  # the page itself ended each episode
-        assert record.model == "scripted" and record.model_calls > 0 and record.verification_history
+        assert (
+            record.model == SCRIPTED_MODEL
+            and record.model_calls > 0
+            and record.verification_history
+        )
     honest = [r for k, r in records.items() if k != ("click-link", 1)]
     assert all(r.success and r.claimed_done and r.raw_reward > 0 for r in honest)
     # enter-text takes two verified actions: type, then submit
@@ -113,6 +119,16 @@ def test_bad_arguments_are_refused_before_anything_runs(tmp_path) -> None:
     assert not (tmp_path / EPISODES_FILE).exists()
 
 
+def test_without_the_miniwob_package_the_command_says_how_to_get_it(tmp_path, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "miniwob", None)  # as in a runtime-only install
+    result = CliRunner().invoke(
+        eval_app, ["miniwob", "--tasks", "click-button", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 2, result.output
+    assert "'miniwob' package" in result.output and "make setup-dev" in result.output
+    assert not (tmp_path / EPISODES_FILE).exists()
+
+
 def test_a_real_model_is_never_started_by_accident(tmp_path) -> None:
     result = CliRunner().invoke(
         eval_app, ["miniwob", "--tasks", "click-button", "--no-scripted", "--out", str(tmp_path)]
@@ -128,4 +144,4 @@ def test_a_real_model_runs_unchanged(tmp_path) -> None:
     )
     assert result.exit_code == 0, result.output
     (record,) = load_records(tmp_path)
-    assert record.error is None and record.model != "scripted" and record.model_calls > 0
+    assert record.error is None and record.model != SCRIPTED_MODEL and record.model_calls > 0

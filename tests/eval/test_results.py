@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from veriloop.runners.miniwob_report import write_report
+from veriloop.llm.endpoint import ModelEndpoint
+from veriloop.runners.miniwob_report import plot_per_task, write_report
 from veriloop.runners.miniwob_results import (
     EPISODES_FILE,
     EpisodeRecord,
@@ -96,7 +97,9 @@ def test_report_files_carry_the_figures(tmp_path) -> None:
             "click-link", 0, reward=-1.0, status="completed", utterance='Click on the link "x|y".'
         )
     ]
-    paths = write_report(tmp_path, summarize(records), records)
+    paths = write_report(
+        tmp_path, summarize(records), records, model=ModelEndpoint(model="m", endpoint="openai")
+    )
     assert json.loads(paths["summary"].read_text())["false_completions"] == 1
     assert paths["plot"].read_bytes().startswith(b"\x89PNG")
     markdown = paths["markdown"].read_text()
@@ -106,3 +109,16 @@ def test_report_files_carry_the_figures(tmp_path) -> None:
     assert (
         "data:image/png;base64," in html and "<td>agent said done</td><td>0</td><td>1</td>" in html
     )
+
+
+def test_the_plot_has_no_legend_entry_for_a_series_it_does_not_draw(tmp_path, monkeypatch) -> None:
+    legends: list[list[str]] = []
+    monkeypatch.setattr(
+        "matplotlib.axes.Axes.legend",
+        lambda ax, *a, **k: legends.append(ax.get_legend_handles_labels()[1]),
+    )
+    honest = [_record("a", 0, reward=1.0, status="completed")]
+    plot_per_task(summarize(honest), tmp_path / "honest.png")
+    lying = [*honest, _record("a", 1, reward=-1.0, status="completed")]
+    plot_per_task(summarize(lying), tmp_path / "lying.png")
+    assert legends == [["success rate"], ["success rate", "false completions / episodes"]]

@@ -207,10 +207,15 @@ def test_llm_example_runs_with_a_configured_model(cli, tmp_path: Path, scripted_
     assert {(r.body["model"], r.body["reasoning_effort"]) for r in executed} == {
         ("local-exec", "low")
     }
-    assert "model: gpt-4.1-mini via http://127.0.0.1" in result.output
+    assert (
+        "model: gpt-4.1-mini via an OpenAI-compatible server at http://127.0.0.1" in result.output
+    )
     assert (workspace / "GLOSSARY.md").is_file() and (workspace / "FAQ.md").is_file()
     report = _report(tmp_path / "out")
     assert report.steps["bundle"].status == "completed"
     assert report.usage["execution"]["calls"] == 4
     html = (tmp_path / "out" / "report.html").read_text()
-    assert "Model: <code>gpt-4.1-mini</code> via http://127.0.0.1" in html
+    assert (
+        "Model: <code>gpt-4.1-mini</code> via an OpenAI-compatible server at http://127.0.0.1"
+        in html
+    )

@@ -68,13 +68,14 @@ def _script(server: ScriptedModelServer) -> None:
     )
 
 
-def _veriloop(*args: str) -> subprocess.CompletedProcess:
+def _veriloop(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "veriloop", *args],
         capture_output=True,
         text=True,
         timeout=180,
-        env={**os.environ, "COLUMNS": "200"},
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "200", **env},
     )
 
 
@@ -87,6 +88,10 @@ def test_run_writes_a_report_that_opens_in_chromium(
     done = _veriloop("run", GOAL, "--url", f"{pages_url}/subscribe.html", "--report", str(report))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "step  1" in done.stdout and "completed" in done.stdout
+    assert f"model gpt-4.1-mini on an OpenAI-compatible server at {scripted_model.base_url}" in (
+        done.stdout
+    )
+    assert re.search(r'-> click\(\d+\) "Save"', done.stdout)  # the action's target, by its name
 
     data = json.loads((report / "report.json").read_text())
     run = data["runs"][0]
@@ -94,6 +99,8 @@ def test_run_writes_a_report_that_opens_in_chromium(
     assert [s["action"] for s in run["steps"]][-1] == "finish()"
     assert run["steps"][1]["verification"]["success"] is True
     assert run["totalUsage"]["calls"] == scripted_model.calls()
+    assert run["steps"][-2]["target"] == "Save"
+    assert data["model"]["model"] == "gpt-4.1-mini" and data["model"]["scripted"] is False
 
     session = browser.new_session()
     try:
@@ -107,15 +114,32 @@ def test_run_writes_a_report_that_opens_in_chromium(
         session.close()
 
 
-def test_run_fails_with_exit_1_when_the_task_does_not_complete(
-    scripted_model: ScriptedModelServer, pages_url: str
+def test_run_fails_with_exit_1_and_still_writes_its_report(
+    scripted_model: ScriptedModelServer, pages_url: str, tmp_path: Path
 ) -> None:
     _script(scripted_model)
     done = _veriloop(
-        "run", GOAL, "--url", f"{pages_url}/subscribe.html", "--max-steps", "1", "--no-screenshots"
+        "run",
+        GOAL,
+        "--url",
+        f"{pages_url}/subscribe.html",
+        "--max-steps",
+        "1",
+        "--no-screenshots",
+        cwd=tmp_path,
+        COLUMNS="",  # piped, as in CI logs: rich would wrap at 80 columns
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "budget_exhausted" in done.stdout
+    # No --report: a new run folder under veriloop-runs/, its path printed.
+    (folder,) = (tmp_path / "veriloop-runs").iterdir()
+    assert folder.name.endswith("-subscribe-to-the-newsletter")
+    assert f"report: {folder / 'report.html'}" in done.stdout
+    assert json.loads((folder / "report.json").read_text())["runs"][0]["status"] == (
+        "budget_exhausted"
+    )
+    step_line = next(line for line in done.stdout.splitlines() if line.startswith("step  1"))
+    assert "agent" in step_line and len(step_line) > 80  # one line per step, not hard-wrapped
 
 
 def test_run_without_a_model_provider_says_so(pages_url: str) -> None:
@@ -149,9 +173,10 @@ def test_serve_then_run_against_it_over_http(
             "serve",
             "--port",
             str(port),
-            "--database-url",
-            f"sqlite:///{tmp_path / 'tasks.sqlite'}",
+            "--data-dir",
+            str(tmp_path / "data"),
         ],
+        cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -180,6 +205,9 @@ def test_serve_then_run_against_it_over_http(
         service.wait(timeout=30)
     assert result.status == "completed", result.error
     assert result.steps[-1].action == "finish()"
+    # The tasks live in the data directory, not in the folder serve was started from.
+    assert (tmp_path / "data" / "veriloop.sqlite").is_file()
+    assert not list(tmp_path.glob("*.sqlite"))
     # Tokens per step come from the service's task record and add up to what the model served.
     assert (
         sum(sum(u["calls"] for u in step.usage.values()) for step in result.steps)

@@ -37,9 +37,7 @@ def test_demo_completes_and_the_app_confirms_it(tmp_path: Path, browser: Chromiu
     # The deliberate mistake: clicking the Patients tab that is already open.
     add = result.runs[0]
     mistake = next(
-        i
-        for i, step in enumerate(add.steps)
-        if step.thought == "Make sure the Patients section is open"
+        i for i, step in enumerate(add.steps) if step.thought.startswith("Deliberate no-op")
     )
     caught = add.steps[mistake + 1]
     assert caught.verification["success"] is False

@@ -1,0 +1,106 @@
+"""Reports name the model that produced them: a scripted run says so at the top and costs $0; a run
+under a real model name (here the same loopback playbook, reached as an OpenAI-compatible server) is
+priced like that model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from veriloop.llm.endpoint import SCRIPTED_MODEL
+from veriloop.llm.pricing import DEFAULT_PRICES
+from veriloop.llm.scripted import ScriptedModelServer
+from veriloop.runners.browser import ChromiumBrowser
+from veriloop.runners.demo import ADD_PATIENT, SEARCH_PATIENT, run_demo
+from veriloop.runners.demo_playbook import SCRIPTED_NOTES, DemoPlaybook
+from veriloop.runners.miniwob_eval import EvalConfig, run_miniwob
+from veriloop.runners.miniwob_scripted import MiniWobPlaybook
+from veriloop.schemas.usage import total_usage
+
+pytestmark = pytest.mark.browser
+REAL_MODEL = "gpt-4.1-mini"
+
+
+def _priced(usage: dict[str, dict]) -> float:
+    """What ``usage``'s tokens cost at REAL_MODEL's list price."""
+    total, price = total_usage(usage), DEFAULT_PRICES[REAL_MODEL]
+    return (total.input_tokens * price.input_per_m + total.output_tokens * price.output_per_m) / 1e6
+
+
+def test_a_scripted_demo_report_says_so_and_costs_nothing(
+    tmp_path: Path, browser: ChromiumBrowser
+) -> None:
+    result = run_demo(tmp_path, goals=[ADD_PATIENT], browser=browser, screenshots=False)
+    assert result.scripted and result.checks[0].passed
+
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["model"]["model"] == SCRIPTED_MODEL and data["model"]["scripted"] is True
+    run = data["runs"][0]
+    assert run["totalUsage"]["calls"] > 0 and run["totalUsage"]["cost_usd"] == 0.0
+    assert run["note"] == SCRIPTED_NOTES[ADD_PATIENT]  # the deliberate no-op, explained
+    save = next(step for step in run["steps"] if step["target"] == "Save")
+    assert save["action"].startswith("click(")
+
+    page = result.report.read_text()
+    banner = page.index("Scripted run.")
+    assert banner < page.index("Run 1:")  # at the top, above the figures
+    assert f"<code>{SCRIPTED_MODEL}</code>" in page and "$0.0000" in page
+    assert "deliberate mistake" in page
+    assert f"{save['action']} &quot;Save&quot;" in page
+
+
+def test_a_demo_report_under_a_real_model_name_is_priced(
+    tmp_path: Path, browser: ChromiumBrowser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with DemoPlaybook().install(ScriptedModelServer()) as server:
+        base_url = server.base_url
+        monkeypatch.setenv("OPENAI_BASE_URL", base_url)
+        result = run_demo(
+            tmp_path, goals=[SEARCH_PATIENT], model=REAL_MODEL, browser=browser, screenshots=False
+        )
+    assert not result.scripted and result.checks[0].passed
+
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["model"] == {
+        "model": REAL_MODEL,
+        "endpoint": "openai-compatible",
+        "baseUrl": base_url,
+        "scripted": False,
+        "label": f"model {REAL_MODEL} on an OpenAI-compatible server at {base_url}",
+    }
+    run = data["runs"][0]
+    assert "note" not in run
+    cost = run["totalUsage"]["cost_usd"]
+    assert cost > 0 and cost == pytest.approx(_priced(run["usage"]), rel=1e-6)
+    page = result.report.read_text()
+    assert "Scripted run" not in page and f"Model <code>{REAL_MODEL}</code>" in page
+    assert f"${cost:.4f}" in page
+
+
+def test_eval_reports_name_the_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scripted = run_miniwob(EvalConfig(tasks=["click-button"], out_dir=tmp_path / "scripted"))
+    markdown = scripted.paths["markdown"].read_text()
+    head = markdown[: markdown.index("## Summary")]
+    assert SCRIPTED_MODEL in head and "Scripted run" in head
+    assert "| cost (USD) | 0.0000 |" in markdown
+    assert "Scripted run" in scripted.paths["html"].read_text()
+    summary = json.loads(scripted.paths["summary"].read_text())
+    assert summary["model"]["endpoint"] == "scripted" and summary["cost_usd"] == 0.0
+
+    with MiniWobPlaybook().install(ScriptedModelServer()) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        real = run_miniwob(
+            EvalConfig(tasks=["click-button"], out_dir=tmp_path / "real"),
+            model=REAL_MODEL,
+            scripted=False,
+        )
+    (record,) = real.records
+    assert record.model == REAL_MODEL and record.model_calls > 0
+    assert real.summary.cost_usd > 0
+    assert real.summary.cost_usd == pytest.approx(_priced(record.usage), rel=1e-6)
+    markdown = real.paths["markdown"].read_text()
+    assert f"Model: model {REAL_MODEL} on an OpenAI-compatible server" in markdown
+    assert "Scripted run" not in markdown
+    assert f"| cost (USD) | {real.summary.cost_usd:.4f} |" in markdown
