@@ -148,7 +148,7 @@ async def verify_action_with_observations(
                 model_called=True,
                 **common,
             ),
-            {},
+            exc.usage_update("verification"),  # the unusable call still counts
         )
     verdict = answer.value
     result = VerificationResult(

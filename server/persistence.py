@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+import psycopg
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -29,6 +30,10 @@ from psycopg_pool import AsyncConnectionPool
 from veriloop.server.locks import LocalLocks, PostgresLocks, advisory_key, limit_lock_wait
 from veriloop.server.settings import Settings
 
+DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (psycopg.OperationalError,)
+"""The database is gone or busy for now (a lost connection, a terminated backend, PoolTimeout):
+answered 503, never 500. Pools check each connection before lending it, so the next request
+gets a live one."""
 SETUP_LOCK = "veriloop:schema-setup"
 """Advisory lock that keeps processes starting together from racing through the migrations."""
 SETUP_POLL_S = 0.1
@@ -89,6 +94,7 @@ async def _postgres(settings: Settings) -> AsyncIterator[Persistence]:
             max_size=settings.pg_pool_size,
             kwargs=kwargs,
             configure=_fast_toast_compression,
+            check=AsyncConnectionPool.check_connection,
             open=False,
         ) as pool,
         AsyncConnectionPool(
@@ -97,6 +103,7 @@ async def _postgres(settings: Settings) -> AsyncIterator[Persistence]:
             max_size=settings.pg_lock_connections,
             kwargs={"autocommit": True},
             configure=partial(limit_lock_wait, settings.lock_timeout_s),
+            check=AsyncConnectionPool.check_connection,
             open=False,
         ) as lock_pool,
     ):
