@@ -72,6 +72,10 @@ async def _before_langserve(
         raise RequestValidationError(
             [{"loc": ("body", "config"), "msg": "config must be an object", "type": "dict_type"}]
         )
+    if batch and not isinstance(body.get("inputs"), list):  # LangServe takes len() of it
+        raise RequestValidationError(
+            [{"loc": ("body", "inputs"), "msg": "inputs must be a list", "type": "list_type"}]
+        )
     if request.url.path.endswith(STREAMING):
         try:
             interact = InteractRequest.model_validate(body.get("input"))
