@@ -36,8 +36,12 @@ _KEPT_ATTRS = frozenset(
 )
 _MAX_ANCHORS = 4
 _SPACES = re.compile(r"\s+")
-# Control characters lxml parses but refuses to write back (XML 1.0 forbids them).
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+# Characters lxml parses (a page can carry them as text or as &#xFFFF;) but refuses to write back:
+# XML 1.0 forbids them.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+# An attribute value that needs squashing: a newline or tab (page text could start a fake prompt
+# line with it), a run of spaces, or a character lxml cannot write.
+_UNSQUASHED_VALUE = re.compile(r"[\x00-\x1f\ufffe\uffff]|  ")
 _WORD = re.compile(r"[a-z0-9]{3,}")
 _STOPWORDS = frozenset(
     "the and then with for from into onto that this click enter type select open page field button "
@@ -102,9 +106,11 @@ def _compact(html: str | bytes) -> str:
     # Subtrees go, their tail text stays (the root itself is never removed).
     etree.strip_elements(root, _DROPPED, *_NOISE_TAGS, with_tail=False)
     for element in root.iter(etree.Element):
-        for attr in list(element.attrib):
+        for attr, value in list(element.attrib.items()):
             if attr not in _KEPT_ATTRS:
                 del element.attrib[attr]
+            elif _UNSQUASHED_VALUE.search(value):
+                element.attrib[attr] = _squash(value) or ""
         element.text = _squash(element.text)
         element.tail = _squash(element.tail)
     body = root.find("body")

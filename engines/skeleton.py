@@ -24,6 +24,7 @@ from typing import Any
 from deepdiff import DeepDiff
 from lxml import etree
 
+from veriloop.engines.markup_guard import bound_markup
 from veriloop.schemas.page_contract import ELEMENT_ID_ATTR, HIDDEN_ATTR
 
 TEXT_CHARS = 50
@@ -147,7 +148,7 @@ def parse_utf8(data: bytes) -> etree._Element | None:
     if not data or data.isspace():  # isspace, unlike strip, copies nothing
         return None
     try:
-        return etree.fromstring(data, _parser())
+        return etree.fromstring(bound_markup(data), _parser())
     except (etree.LxmlError, ValueError):
         return None
 

@@ -52,5 +52,5 @@ async def ask(
     try:
         answer = await llm.astructured(purpose, messages, schema)
     except LLMOutputError as exc:
-        return Answer(None, {}, str(exc))
+        return Answer(None, exc.usage_update(purpose), str(exc))
     return Answer(answer.value, answer.usage_update(purpose))

@@ -194,7 +194,8 @@ async def judge_action(
             "failure_category": "unknown",
             "model_called": True,
         }
-        return facts.model_copy(update=unusable), {}
+        # The unusable call still counts.
+        return facts.model_copy(update=unusable), exc.usage_update("verification")
     usage = answer.usage_update("verification")
     sources: list[str] = []
     if search is not None and needs_lookup(
@@ -296,12 +297,13 @@ async def _grounded(
     if results is None:
         return answer, usage, []
     usage = add_usage(usage, results.usage_update())
-    second = await _judge_again(llm, messages, results, log)
+    second, spent = await _judge_again(llm, messages, results, log)
+    usage = add_usage(usage, spent)
     if second is None:
         return answer, usage, []
     sources = [hit.url for hit in results.hits]
     log.event(GROUNDED_VERDICT, f"{search.name}: {query!r}, {len(sources)} sources")
-    return second, add_usage(usage, second.usage_update("verification")), sources
+    return second, usage, sources
 
 
 async def _judge_again(
@@ -309,13 +311,15 @@ async def _judge_again(
     messages: list[dict[str, str]],
     results: SearchResults,
     log: logging.LoggerAdapter,
-) -> Structured[SemanticVerdict] | None:
-    """The verdict with the search results; None (the first verdict stands) when it is unusable."""
+) -> tuple[Structured[SemanticVerdict] | None, dict[str, dict]]:
+    """The verdict with the search results and its usage; None (the first verdict stands) when it
+    is unusable (its call still counts)."""
     text = render_results(results.answer, [(h.title, h.url, h.content) for h in results.hits])
     try:
-        return await llm.astructured(
+        second = await llm.astructured(
             "verification", grounded_messages(messages, results.query, text), SemanticVerdict
         )
     except LLMOutputError as exc:
         log.warning("grounded verdict unusable, keeping the first one: %s", exc)
-        return None
+        return None, exc.usage_update("verification")
+    return second, second.usage_update("verification")

@@ -57,6 +57,15 @@ class LLMError(Exception):
 class LLMOutputError(LLMError):
     """The model answered, but not with valid output for the schema (garbage, refusal, wrong types)."""
 
+    usage: Usage | None = None
+    """What the unusable call cost (set by the client that made it): it counts like any other."""
+    reported_usage: Any = None
+    """The token counts the provider reported with the unusable answer (read by the client)."""
+
+    def usage_update(self, purpose: Purpose) -> dict[str, dict]:
+        """The ``usage`` state update for this failed call (empty when nothing is known)."""
+        return {purpose: self.usage.model_dump()} if self.usage is not None else {}
+
 
 class LLMUnavailable(LLMError):
     """The provider could not be reached or kept failing (timeout, connection, 429, 5xx) after retries.

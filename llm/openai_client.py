@@ -34,6 +34,7 @@ import time
 import weakref
 from collections.abc import AsyncGenerator, Generator, Iterator
 from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any, Literal
 
 import openai
@@ -121,7 +122,7 @@ class OpenAIStructuredLLM:
     ) -> Structured[T]:
         """Ask for one ``schema`` instance; LLMOutputError for bad output, LLMUnavailable for provider trouble."""
         started = time.perf_counter()
-        with provider_errors(purpose, self.model):
+        with provider_errors(purpose, self.model), self._charged(started):
             value, completion = self._run(self._structured_exchange(messages, schema, purpose))
         return Structured(value=value, usage=self._usage(completion, started))
 
@@ -130,7 +131,7 @@ class OpenAIStructuredLLM:
     ) -> Structured[T]:
         """Async :meth:`structured`: the same requests, fallback, errors and usage, on ``AsyncOpenAI``."""
         started = time.perf_counter()
-        with provider_errors(purpose, self.model):
+        with provider_errors(purpose, self.model), self._charged(started):
             value, completion = await self._arun(
                 self._structured_exchange(messages, schema, purpose)
             )
@@ -181,7 +182,8 @@ class OpenAIStructuredLLM:
                 )
                 self.json_mode = True
             else:
-                return _parsed(raw, schema)
+                with _billing(raw):
+                    return _parsed(raw, schema)
         raw = yield (
             "create",
             {
@@ -191,7 +193,8 @@ class OpenAIStructuredLLM:
                 "extra_headers": headers,
             },
         )
-        return _validated(raw.parse(), schema)
+        with _billing(raw):
+            return _validated(raw.parse(), schema)
 
     def _tool_exchange(
         self, messages: list[Message], tools: list[dict[str, Any]], purpose: str
@@ -216,6 +219,15 @@ class OpenAIStructuredLLM:
         )
         priced.latency_ms = round((time.perf_counter() - started) * 1000, 3)
         return priced
+
+    @contextmanager
+    def _charged(self, started: float) -> Iterator[None]:
+        """An unusable answer was still a call: its LLMOutputError carries the call's usage."""
+        try:
+            yield
+        except LLMOutputError as exc:
+            exc.usage = self._usage(SimpleNamespace(usage=exc.reported_usage), started)
+            raise
 
     # -- the two transports ----------------------------------------------------------------
 
@@ -293,6 +305,37 @@ def provider_errors(purpose: str, model: str) -> Iterator[None]:
         raise LLMUnavailable(
             f"{purpose}: model provider unreachable for {model!r} ({type(exc).__name__}: {exc})"
         ) from exc
+
+
+@contextmanager
+def _billing(raw: Any) -> Iterator[None]:
+    """Check that ``raw`` is a chat completion, and give an LLMOutputError raised on it the usage it reported.
+
+    A body that is not a chat completion (an HTTP 200 with HTML, nothing, or JSON without
+    choices: a proxy's error page, not a model's answer) is provider trouble, LLMUnavailable,
+    where the SDK's parser would fail with an AttributeError.
+    """
+    try:
+        body = raw.http_response.json()
+    except ValueError:
+        body = None
+    choices = body.get("choices") if isinstance(body, dict) else None
+    first = choices[0] if isinstance(choices, list) and choices else None
+    if not (isinstance(first, dict) and isinstance(first.get("message"), dict)):
+        raise LLMUnavailable(
+            f"model provider answered HTTP {raw.http_response.status_code} with a body that is "
+            f"not a chat completion: {_body_excerpt(raw)!r}"
+        )
+    try:
+        yield
+    except LLMOutputError as exc:
+        reported = body.get("usage")
+        if isinstance(reported, dict):
+            exc.reported_usage = SimpleNamespace(
+                prompt_tokens=reported.get("prompt_tokens"),
+                completion_tokens=reported.get("completion_tokens"),
+            )
+        raise
 
 
 def _parsed(raw: Any, schema: type[T]) -> tuple[T, Any]:

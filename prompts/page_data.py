@@ -1,15 +1,25 @@
 """Untrusted text (page content, step outputs) is only ever placed inside a delimited data section.
 
-``fenced(text, label)`` wraps text between ``<<<LABEL`` and ``LABEL>>>``, neutralising any copy of
-those two delimiters inside the text (so the text cannot close its own fence and talk to the model
-from outside it); ``fence_rule(label, source)`` is the system-prompt sentence that tells the model
-what the fence means. ``page_data()`` and ``PAGE_DATA_RULE`` are the browser graph's fence; plan
-steps use ``STEP_OUTPUT`` for a step's own output and notes.
+``fenced(text, label)`` wraps text between ``<<<LABEL`` and ``LABEL>>>``; ``fence_rule(label,
+source)`` is the system-prompt sentence that tells the model what the fence means. ``page_data()``
+and ``PAGE_DATA_RULE`` are the browser graph's fence; plan steps use ``STEP_OUTPUT`` for a step's
+own output and notes.
+
+The text cannot close its own fence, however it spells the closer. First it is normalised
+(:func:`normalise`): NFKC folds full-width and compatibility forms (``＞`` is ``>``), look-alike
+angle brackets (``›``, ``❯``, ``〉``...) become ``<``/``>``, invisible format characters
+(zero-width spaces and joiners, bidi controls, soft hyphens) are dropped, and every line break
+(CR, U+2028, U+0085...) becomes ``\n``. Then every run of two or more ``<`` or ``>`` (spaces between
+allowed) is escaped to ``&lt;``/``&gt;``, so no delimiter, in any case or spelling, survives inside.
+:func:`page_data_lines` also keeps each value on its own line: a value's own line breaks become
+spaces, so page text cannot start a line that looks like the prompt's own (``SYSTEM: ...``).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Iterable
 
 _LABEL = re.compile(r"[A-Z][A-Z0-9_]*")
 
@@ -42,10 +52,34 @@ def fence_rule(label: str, source: str) -> str:
     )
 
 
+# Angle brackets that NFKC leaves alone but a reader takes for < or >.
+_BRACKETS = str.maketrans(
+    {
+        **dict.fromkeys("‹«˂ᐸ⟨⟪〈《❮❰⧼⦉⦑⧀⋖≺⊰", "<"),
+        **dict.fromkeys("›»˃ᐳ⟩⟫〉》❯❱⧽⦊⦒⧁⋗≻⊱", ">"),
+        "≪": "<<",
+        "≫": ">>",
+        "⋘": "<<<",
+        "⋙": ">>>",
+    }
+)
+_LINE_BREAKS = re.compile(r"\r\n|[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+_RUN = re.compile(r"<(?:\s*<)+|>(?:\s*>)+")
+_ESCAPES = str.maketrans({"<": "&lt;", ">": "&gt;"})
+
+
+def normalise(text: str) -> str:
+    """``text`` as a reader sees it: NFKC, look-alike brackets as ASCII, no format characters, ``\n`` breaks."""
+    text = unicodedata.normalize("NFKC", text).translate(_BRACKETS)
+    if not text.isascii():
+        text = "".join(c for c in text if unicodedata.category(c) != "Cf")
+    return _LINE_BREAKS.sub("\n", text)
+
+
 def fenced(text: str, label: str) -> str:
-    """Wrap ``text`` in the ``label`` delimiters, neutralising any delimiter the text itself contains."""
+    """Wrap ``text`` in the ``label`` delimiters; inside, no run of two or more angle brackets survives."""
     begin, end = fence_begin(label), fence_end(label)
-    cleaned = text.replace(begin, "<<<" + label.lower()).replace(end, label.lower() + ">>>")
+    cleaned = _RUN.sub(lambda run: run.group(0).translate(_ESCAPES), normalise(text))
     return f"{begin}\n{cleaned}\n{end}"
 
 
@@ -61,3 +95,8 @@ STEP_OUTPUT_RULE = fence_rule(
 def page_data(text: str) -> str:
     """Wrap page-derived text in the data delimiters, neutralising any delimiter the page itself contains."""
     return fenced(text, PAGE_DATA)
+
+
+def page_data_lines(lines: Iterable[str]) -> str:
+    """:func:`page_data` of one line per value: line breaks inside a value become spaces."""
+    return page_data("\n".join(" ".join(normalise(line).split("\n")) for line in lines))

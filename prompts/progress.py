@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from veriloop.prompts.page_data import page_data
+from veriloop.prompts.page_data import page_data_lines
 
 CONTINUATION_SENTENCE = "Previous action succeeded; the full goal is not yet achieved."
 LOOKAHEAD_SENTENCE = (
@@ -55,7 +55,7 @@ def verification_block(verification: Mapping[str, Any] | None) -> str | None:
     if verification.get("semantic_summary"):
         details.append(f"Verdict: {verification['semantic_summary']}")
     if details:
-        lines.append("What was observed after it:\n" + page_data("\n".join(details)))
+        lines.append("What was observed after it:\n" + page_data_lines(details))
     return "\n".join(lines)
 
 
@@ -84,7 +84,7 @@ def step_messages(system: str, situation: Situation, *sections: str | None) -> l
         "Actions so far:\n" + "\n".join(situation.history) if situation.history else None,
         verification_block(situation.verification),
         "Current page (URL and excerpt):\n"
-        + page_data(f"{situation.url}\n{situation.page_excerpt}"),
+        + page_data_lines([situation.url, situation.page_excerpt]),
     ]
     return [
         {"role": "system", "content": system},

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from veriloop.prompts.grounding import LOOKUP_QUERY_RULE
-from veriloop.prompts.page_data import PAGE_DATA_RULE, page_data
+from veriloop.prompts.page_data import PAGE_DATA_RULE, page_data_lines
 
 STEP_TASK_LEVEL_CONTRACT = (
     "Step-level vs task-level: action_succeeded judges this one action; task_completed judges the "
@@ -63,7 +63,7 @@ def build_verification_messages(
     goal: str, action: str, observations: Sequence[str], sub_task_objective: str | None = None
 ) -> list[dict[str, str]]:
     """System and user messages for the semantic verdict; observations sit inside the page-data section."""
-    section = page_data("\n".join(f"- {line}" for line in observations))
+    section = page_data_lines(f"- {line}" for line in observations)
     return [
         {"role": "system", "content": VERIFICATION_SYSTEM_PROMPT},
         {

@@ -4,20 +4,30 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from veriloop.schemas.base import WireModel
 from veriloop.schemas.observation import BeforeStateSummary, Observation
 from veriloop.schemas.plan import Plan
 from veriloop.schemas.plan_run import PlanRunReport, ReviewDecision, RunStatus
 from veriloop.schemas.records import ActionSource
+from veriloop.schemas.text import clean_strings
 from veriloop.schemas.usage import Usage
 from veriloop.schemas.verification import FailureCategory, VerificationResult
 
 TaskStatus = Literal["executing", "completed", "failed"]
 
 
-class InteractRequest(Observation):
+class CleanInput(WireModel):
+    """A request body: its strings are cleaned on the way in (``veriloop.schemas.text``, the one place)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _clean(cls, data: Any) -> Any:
+        return clean_strings(data)
+
+
+class InteractRequest(Observation, CleanInput):
     """POST /api/agent/interact: one page snapshot."""
 
     request_id: str | None = Field(
@@ -104,7 +114,7 @@ RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 """Client-chosen plan run ids: letters, digits and ``._:-``, at most 128 characters."""
 
 
-class PlanRunRequest(WireModel):
+class PlanRunRequest(CleanInput):
     """POST /api/plans: start a plan run from a manifest, a goal, or both."""
 
     manifest: dict[str, Any] | str | None = Field(
@@ -147,7 +157,7 @@ class PlanRunStarted(WireModel):
     status: RunStatus = Field(description="The run's status when the answer was sent.")
 
 
-class PlanReviewRequest(WireModel):
+class PlanReviewRequest(CleanInput):
     """POST /api/plans/{runId}/reviews: answers to pending human reviews, by step id."""
 
     decisions: dict[str, ReviewDecision] = Field(

@@ -12,12 +12,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from langgraph.graph.state import CompiledStateGraph
-from psycopg_pool import PoolTimeout
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from veriloop.context import PlanContext
 from veriloop.graph.builder import build_graph
@@ -32,7 +31,7 @@ from veriloop.schemas.api import (
 from veriloop.server.index import TaskIndex
 from veriloop.server.langserve_routes import add_agent_routes
 from veriloop.server.locks import TaskBusy
-from veriloop.server.persistence import open_persistence
+from veriloop.server.persistence import DATABASE_UNAVAILABLE, open_persistence
 from veriloop.server.plans import PlanService
 from veriloop.server.plans import router as plans_router
 from veriloop.server.service import InvalidField, ServiceError, TaskService
@@ -42,6 +41,10 @@ from veriloop.server.tenants import current_tenant, warn_if_open
 Tenant = Annotated[str, Depends(current_tenant)]
 
 ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {
+        "model": ErrorBody,
+        "description": "The body could not be read: not UTF-8, or JSON nested too deep.",
+    },
     401: {"model": ErrorBody, "description": "Missing or unknown API key."},
     404: {"model": ErrorBody, "description": "Unknown task (or another tenant's)."},
     409: {
@@ -55,7 +58,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     },
     503: {
         "model": ErrorBody,
-        "description": "Model provider down; the task is unchanged: send the same request again after Retry-After.",
+        "description": "Model provider down or past the step deadline, or the database unreachable; "
+        "the task is unchanged: send the same request again after Retry-After.",
     },
 }
 
@@ -81,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 persistence.locks,
                 persistence.head,
                 max_dom_bytes=settings.max_dom_bytes,
+                step_deadline_s=settings.step_deadline_s,
             )
             # Plan runs: the plan graph on the same checkpointer, store and locks; tools and
             # workspace from the environment (VERILOOP_TOOLS=module:attr, VERILOOP_WORKSPACE).
@@ -177,7 +182,10 @@ def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
         if isinstance(exc, InvalidField):
             errors = [{"loc": ["body", exc.field], "msg": exc.message, "type": "value_error"}]
             return JSONResponse({"detail": errors, "message": str(exc)}, 422)
-        return JSONResponse(ErrorBody(detail=exc.detail, **exc.extra).to_wire(), exc.status_code)
+        headers = retry_after if exc.status_code == 503 else None
+        return JSONResponse(
+            ErrorBody(detail=exc.detail, **exc.extra).to_wire(), exc.status_code, headers
+        )
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -198,29 +206,71 @@ def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
         detail = f"another request for this task ran longer than {settings.lock_timeout_s:g} s; send it again"
         return JSONResponse(ErrorBody(detail=detail).to_wire(), 409, {"Retry-After": "1"})
 
-    @app.exception_handler(PoolTimeout)
-    async def database_busy(_: Request, exc: PoolTimeout) -> JSONResponse:
-        return JSONResponse(
-            ErrorBody(detail=f"database busy ({exc}); send the request again").to_wire(),
-            503,
-            retry_after,
-        )
+    async def database_unavailable(_: Request, exc: Exception) -> JSONResponse:
+        detail = f"database unavailable ({type(exc).__name__}: {str(exc)[:200]}); the task is unchanged: send the same request again"
+        return JSONResponse(ErrorBody(detail=detail).to_wire(), 503, retry_after)
+
+    for fault in DATABASE_UNAVAILABLE:  # PoolTimeout included
+        app.add_exception_handler(fault, database_unavailable)
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        # Still a JSON body for a bug outside a step (a step's own failure is StepFailed);
+        # Starlette logs the traceback after sending this.
+        detail = f"internal error ({type(exc).__name__}); the server log has the details"
+        return JSONResponse(ErrorBody(detail=detail).to_wire(), 500)
+
+
+class BodyTooLarge(HTTPException):
+    """The body passed the limit while it was being read (chunked, or longer than its Content-Length)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body is over the limit of {limit} bytes")
 
 
 class BodyLimit:
-    """413 for a request whose Content-Length is over ``limit`` (the DOM's own limit is checked after parsing)."""
+    """413 for a request body over ``limit`` bytes, whether or not it says its length up front.
+
+    A Content-Length over the limit is refused before anything is read. Otherwise the
+    bytes are counted as they arrive (chunked transfer encoding has no length), and the
+    read that passes the limit raises :class:`BodyTooLarge`, so at most ``limit`` bytes
+    are ever held. The DOM's own limit is checked after parsing.
+    """
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
         self.limit = limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            length = dict(scope["headers"]).get(b"content-length", b"0")
-            if length.isdigit() and int(length) > self.limit:
-                body = ErrorBody(
-                    detail=f"request body is {int(length)} bytes; the limit is {self.limit} bytes"
-                )
-                await JSONResponse(body.to_wire(), 413)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length", b"0")
+        if length.isdigit() and int(length) > self.limit:
+            detail = f"request body is {int(length)} bytes; the limit is {self.limit} bytes"
+            await JSONResponse(ErrorBody(detail=detail).to_wire(), 413)(scope, receive, send)
+            return
+        received = 0
+        started = False
+
+        async def counted_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise BodyTooLarge(self.limit)
+            return message
+
+        async def watched_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted_receive, watched_send)
+        except BodyTooLarge as exc:  # read outside a route (routes answer it as an HTTPException)
+            if started:
+                raise
+            body = ErrorBody(detail=exc.detail).to_wire()
+            await JSONResponse(body, 413, {"Connection": "close"})(scope, receive, send)

@@ -3,7 +3,10 @@
 Namespaces (tenant names never contain '.'):
 
 - ``("veriloop", "tasks", tenant)`` / task id -> :class:`TaskEntry`
-- ``("veriloop", "answers", tenant)`` / ``"<task id or new>:<request id>"`` -> an InteractResponse dump
+- ``("veriloop", "answers", tenant)`` / ``"<scope>:<request id>"`` -> ``{"request": fingerprint,
+  "response": InteractResponse dump}``; the scope is the task id, or ``new:<session id>`` for a
+  request that started a task. A stored answer is only given back to a request with the same
+  fingerprint (the same body), so a reused request id never answers a different request.
 
 The entry also pins the checkpoint of the task's last answered step: the next
 run starts from that checkpoint, so whatever a failed or killed run left in
@@ -13,13 +16,15 @@ is the commit point of a step.
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from langgraph.store.base import BaseStore, PutOp
 from pydantic import BaseModel
 
-from veriloop.schemas.api import InteractResponse, TaskStatus, TaskSummary
+from veriloop.schemas.api import InteractRequest, InteractResponse, TaskStatus, TaskSummary
 
 ACTIVE_SEARCH_LIMIT = 200
 """Executing tasks of one session looked at by the recovery endpoint."""
@@ -46,6 +51,31 @@ class TaskEntry(BaseModel):
         return TaskSummary.model_validate(self.model_dump())
 
 
+@dataclass(frozen=True)
+class RetryKey:
+    """Where the answer to a request with a ``requestId`` is kept, and what the request was."""
+
+    scope: str
+    """The task id, or ``new:<session id>`` for a request that starts a task."""
+    request_id: str
+    fingerprint: str
+    """A hash of the whole request body: a retry repeats it exactly."""
+
+    @classmethod
+    def of(cls, request: InteractRequest) -> RetryKey | None:
+        """The key of ``request`` (None without a requestId)."""
+        if request.request_id is None:
+            return None
+        scope = request.task_id or f"new:{request.session_id or ''}"
+        digest = hashlib.blake2b(request.model_dump_json().encode(), digest_size=16).hexdigest()
+        return cls(scope, request.request_id, digest)
+
+    @property
+    def store_key(self) -> str:
+        """The key in the answers namespace."""
+        return f"{self.scope}:{self.request_id}"
+
+
 class TaskIndex:
     """Reads and writes the task index."""
 
@@ -57,26 +87,19 @@ class TaskIndex:
         item = await self.store.aget(_tasks(tenant), task_id)
         return TaskEntry.model_validate(item.value) if item else None
 
-    async def answer(
-        self, tenant: str, task_id: str | None, request_id: str
-    ) -> InteractResponse | None:
-        """The answer already given to ``request_id`` (for ``task_id``, or a new task when None)."""
-        item = await self.store.aget(_answers(tenant), _answer_key(task_id, request_id))
-        return InteractResponse.model_validate(item.value) if item else None
+    async def answer(self, tenant: str, key: RetryKey) -> InteractResponse | None:
+        """The answer already given to the request ``key`` names, if it was this very request."""
+        item = await self.store.aget(_answers(tenant), key.store_key)
+        if item is None or item.value.get("request") != key.fingerprint:
+            return None
+        return InteractResponse.model_validate(item.value["response"])
 
-    async def record(
-        self, entry: TaskEntry, request_task_id: str | None, request_id: str | None
-    ) -> None:
-        """Commit one step: the updated entry and, with a request id, its answer (one batch)."""
+    async def record(self, entry: TaskEntry, key: RetryKey | None) -> None:
+        """Commit one step: the updated entry and, with a retry key, its answer (one batch)."""
         ops = [PutOp(_tasks(entry.tenant), entry.task_id, entry.model_dump())]
-        if request_id:
-            ops.append(
-                PutOp(
-                    _answers(entry.tenant),
-                    _answer_key(request_task_id, request_id),
-                    entry.last_response,
-                )
-            )
+        if key is not None:
+            answer = {"request": key.fingerprint, "response": entry.last_response}
+            ops.append(PutOp(_answers(entry.tenant), key.store_key, answer))
         await self.store.abatch(ops)
 
     async def active(self, tenant: str, session_id: str, url: str | None) -> TaskEntry | None:
@@ -103,10 +126,6 @@ def _tasks(tenant: str) -> tuple[str, ...]:
 
 def _answers(tenant: str) -> tuple[str, ...]:
     return ("veriloop", "answers", tenant)
-
-
-def _answer_key(task_id: str | None, request_id: str) -> str:
-    return f"{task_id or 'new'}:{request_id}"
 
 
 def _origin(url: str) -> tuple[str, str]:

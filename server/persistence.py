@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+import psycopg
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -29,6 +30,10 @@ from psycopg_pool import AsyncConnectionPool
 from veriloop.server.locks import LocalLocks, PostgresLocks, advisory_key, limit_lock_wait
 from veriloop.server.settings import Settings
 
+DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (psycopg.OperationalError,)
+"""The database is gone or busy for now (a lost connection, a terminated backend, PoolTimeout):
+answered 503, never 500. Pools check each connection before lending it (:class:`HealthCheck`),
+so the next request gets a live one."""
 SETUP_LOCK = "veriloop:schema-setup"
 """Advisory lock that keeps processes starting together from racing through the migrations."""
 SETUP_POLL_S = 0.1
@@ -82,6 +87,7 @@ async def _sqlite(settings: Settings) -> AsyncIterator[Persistence]:
 async def _postgres(settings: Settings) -> AsyncIterator[Persistence]:
     url = settings.database_url
     kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    checks = HealthCheck(), HealthCheck()
     async with (
         AsyncConnectionPool(
             url,
@@ -89,6 +95,7 @@ async def _postgres(settings: Settings) -> AsyncIterator[Persistence]:
             max_size=settings.pg_pool_size,
             kwargs=kwargs,
             configure=_fast_toast_compression,
+            check=checks[0],
             open=False,
         ) as pool,
         AsyncConnectionPool(
@@ -97,9 +104,11 @@ async def _postgres(settings: Settings) -> AsyncIterator[Persistence]:
             max_size=settings.pg_lock_connections,
             kwargs={"autocommit": True},
             configure=partial(limit_lock_wait, settings.lock_timeout_s),
+            check=checks[1],
             open=False,
         ) as lock_pool,
     ):
+        checks[0].pool, checks[1].pool = pool, lock_pool
         await pool.wait(timeout=30)
         saver = AsyncPostgresSaver(pool)
         store = AsyncPostgresStore(pool)
@@ -117,6 +126,30 @@ async def _postgres(settings: Settings) -> AsyncIterator[Persistence]:
             return row["checkpoint_id"] if row else None
 
         yield Persistence(saver, store, PostgresLocks(lock_pool, settings.lock_timeout_s), head)
+
+
+class HealthCheck:
+    """A pool's check of each connection before it lends it; a dead one sweeps the whole pool.
+
+    ``AsyncConnectionPool.check_connection`` alone finds dead connections one by one, and
+    the pool waits longer before each next try (1, 2, 4, 8 s...): after a restart, a failover
+    or ``pg_terminate_backend`` every idle connection is dead, and a request took about 30 s.
+    One dead connection usually means they all are, so the first one found also starts
+    ``pool.check()``, which drops every dead idle connection at once (the pool opens new
+    ones); the request that found it gets a live connection after the pool's first wait (1 s).
+    """
+
+    def __init__(self) -> None:
+        self.pool: AsyncConnectionPool | None = None
+        self._sweep: asyncio.Task | None = None
+
+    async def __call__(self, conn: AsyncConnection) -> None:
+        try:
+            await AsyncConnectionPool.check_connection(conn)
+        except Exception:
+            if self.pool is not None and (self._sweep is None or self._sweep.done()):
+                self._sweep = asyncio.create_task(self.pool.check())
+            raise
 
 
 async def _fast_toast_compression(conn: AsyncConnection) -> None:

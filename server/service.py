@@ -3,7 +3,7 @@
 Framework-free (no FastAPI): the HTTP routes and the LangServe wrapper both
 call :class:`TaskService`, so every client gets the same checks, locks and
 idempotency. Errors are :class:`ServiceError` subclasses carrying their HTTP
-status; ``LLMUnavailable`` propagates (503).
+status; ``LLMUnavailable`` and a lost database (``DATABASE_UNAVAILABLE``) propagate (503).
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from veriloop.schemas.api import (
 from veriloop.schemas.plan import Plan
 from veriloop.schemas.usage import Usage, total_usage
 from veriloop.schemas.verification import VerificationResult
-from veriloop.server.index import TaskEntry, TaskIndex, now
+from veriloop.server.index import RetryKey, TaskEntry, TaskIndex, now
 from veriloop.server.locks import LocalLocks
+from veriloop.server.persistence import DATABASE_UNAVAILABLE
 
 log = logging.getLogger("veriloop.server")
 
@@ -76,10 +77,20 @@ class TaskConflict(ServiceError):
     status_code = 409
 
 
+class StepTimeout(ServiceError):
+    """The graph run passed the step deadline (a hung provider); the task is unchanged."""
+
+    status_code = 503
+
+
 class StepFailed(ServiceError):
     """An unexpected error inside a run; the task is unchanged."""
 
     status_code = 500
+
+
+EXPECTED_FAULTS = (LLMUnavailable, ServiceError, *DATABASE_UNAVAILABLE)
+"""Failures of a run that keep their own answer (503, ...) instead of becoming StepFailed (500)."""
 
 
 class TaskService:
@@ -93,6 +104,7 @@ class TaskService:
         head: Callable[[str], Awaitable[str | None]],
         *,
         max_dom_bytes: int,
+        step_deadline_s: float = 60.0,
         context: Callable[[], Context] = Context,
     ) -> None:
         self.graph = graph
@@ -100,6 +112,7 @@ class TaskService:
         self.locks = locks
         self.head = head
         self.max_dom_bytes = max_dom_bytes
+        self.step_deadline_s = step_deadline_s
         self.context = context
 
     # -- interact ---------------------------------------------------------------------------
@@ -107,8 +120,9 @@ class TaskService:
     async def interact(self, tenant: str, request: InteractRequest) -> InteractResponse:
         """Verify the previous action (if any) and choose the next one, exactly once per observation."""
         self._check_dom(request.dom)
+        key = RetryKey.of(request)
         if request.task_id is None:
-            return await self._start(tenant, request)
+            return await self._start(tenant, request, key)
         entry = await self._entry(tenant, request.task_id)  # 404 before queueing on the task's lock
         async with self.locks.hold(f"task:{request.task_id}"):
             # A step saves a new checkpoint before it commits its entry: while the thread's
@@ -116,7 +130,7 @@ class TaskService:
             head = await self.head(entry.task_id)
             if head != entry.checkpoint_id:
                 entry = await self._entry(tenant, request.task_id)
-            replay = await self._replay(entry, request)
+            replay = await self._replay(entry, request, key)
             if replay is not None:
                 return replay
             if entry.status != "executing":
@@ -131,23 +145,27 @@ class TaskService:
                     task_id=entry.task_id,
                     status=entry.status,
                 )
-            return await self._run(tenant, entry.task_id, entry, request, head)
+            return await self._run(tenant, entry.task_id, entry, request, key, head)
 
-    async def _start(self, tenant: str, request: InteractRequest) -> InteractResponse:
+    async def _start(
+        self, tenant: str, request: InteractRequest, key: RetryKey | None
+    ) -> InteractResponse:
         if not (request.query or "").strip():
             raise InvalidField("query", "a new task (no taskId) needs a non-empty goal")
-        if request.request_id is None:
-            return await self._run(tenant, uuid.uuid4().hex, None, request)
-        async with self.locks.hold(f"new:{tenant}:{request.request_id}"):
-            stored = await self.index.answer(tenant, None, request.request_id)
+        if key is None:
+            return await self._run(tenant, uuid.uuid4().hex, None, request, key)
+        async with self.locks.hold(f"{tenant}:{key.store_key}"):
+            stored = await self.index.answer(tenant, key)
             if stored is not None:
                 return stored
-            return await self._run(tenant, uuid.uuid4().hex, None, request)
+            return await self._run(tenant, uuid.uuid4().hex, None, request, key)
 
-    async def _replay(self, entry: TaskEntry, request: InteractRequest) -> InteractResponse | None:
+    async def _replay(
+        self, entry: TaskEntry, request: InteractRequest, key: RetryKey | None
+    ) -> InteractResponse | None:
         """The stored answer when ``request`` repeats one already answered."""
-        if request.request_id is not None:
-            stored = await self.index.answer(entry.tenant, entry.task_id, request.request_id)
+        if key is not None:
+            stored = await self.index.answer(entry.tenant, key)
             if stored is not None:
                 return stored
         if request.step_index is not None and request.step_index == entry.step_index - 1:
@@ -160,13 +178,15 @@ class TaskService:
         task_id: str,
         entry: TaskEntry | None,
         request: InteractRequest,
+        key: RetryKey | None,
         head: str | None = None,
     ) -> InteractResponse:
         """One graph invocation from the pinned checkpoint, committed by writing the index entry.
 
-        Anything failing before the commit (provider down, a crash, the index
-        write itself) leaves the task as it was: the index still pins the old
-        checkpoint, and the thread's head gets the old values back.
+        Anything failing before the commit (provider down, the database lost, the
+        step deadline, a crash, the index write itself) leaves the task as it was:
+        the index still pins the old checkpoint, and the thread's head gets the
+        old values back. The deadline covers the graph run, never the commit.
         """
         graph_input = observation_to_input(request, task_id, new_task=entry is None)
         # Usually the pinned checkpoint is still the thread's head (``head``, read under the
@@ -174,19 +194,7 @@ class TaskService:
         # second (LangGraph's check that the thread has not moved past it).
         start = entry.checkpoint_id if entry and entry.checkpoint_id != head else None
         try:
-            # The last checkpoint event is the checkpoint saved at exit: its values and id,
-            # without reading the state back from the database.
-            async for checkpoint in self.graph.astream(
-                graph_input,
-                _pinned(task_id, start),
-                context=self.context(),
-                durability="exit",
-                stream_mode="checkpoints",
-            ):
-                values, checkpoint_id = (
-                    checkpoint["values"],
-                    checkpoint["config"]["configurable"]["checkpoint_id"],
-                )
+            values, checkpoint_id = await self._invoke(graph_input, _pinned(task_id, start))
             response = state_to_response(values)
             stamp = now()
             committed = TaskEntry(
@@ -202,16 +210,45 @@ class TaskService:
                 updated_at=stamp,
                 last_response=response.to_wire(),
             )
-            await self.index.record(committed, request.task_id, request.request_id)
+            await self.index.record(committed, key)
         except BaseException as exc:
             await asyncio.shield(self._forget_failed_run(task_id, entry))
-            if isinstance(exc, Exception) and not isinstance(exc, LLMUnavailable):
+            if isinstance(exc, Exception) and not isinstance(exc, EXPECTED_FAULTS):
                 log.exception("task %s: step failed; the task is unchanged", task_id)
                 raise StepFailed(
                     f"the step failed ({type(exc).__name__}); the task is unchanged: send the same request again"
                 ) from exc
             raise
         return response
+
+    async def _invoke(
+        self, graph_input: dict[str, Any], config: dict[str, Any]
+    ) -> tuple[dict[str, Any], str]:
+        """Run the graph once within the step deadline: the state it saved at exit and that checkpoint's id."""
+        deadline = asyncio.timeout(self.step_deadline_s)
+        try:
+            async with deadline:
+                # The last checkpoint event is the checkpoint saved at exit: its values and id,
+                # without reading the state back from the database.
+                async for checkpoint in self.graph.astream(
+                    graph_input,
+                    config,
+                    context=self.context(),
+                    durability="exit",
+                    stream_mode="checkpoints",
+                ):
+                    values, checkpoint_id = (
+                        checkpoint["values"],
+                        checkpoint["config"]["configurable"]["checkpoint_id"],
+                    )
+        except TimeoutError as exc:
+            if not deadline.expired():
+                raise
+            raise StepTimeout(
+                f"the step took longer than {self.step_deadline_s:g} s (VERILOOP_STEP_DEADLINE_S; "
+                "usually a slow or hung model provider); the task is unchanged: send the same request again"
+            ) from exc
+        return values, checkpoint_id
 
     async def _forget_failed_run(self, task_id: str, entry: TaskEntry | None) -> None:
         """Leave the checkpointer as it was before a failed run (the index never saw the run)."""

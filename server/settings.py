@@ -27,6 +27,8 @@ class Settings:
     """Retry-After sent with 503 (model provider down)."""
     lock_timeout_s: float = 60.0
     """How long a request waits for another request on the same task before answering 409."""
+    step_deadline_s: float = 60.0
+    """The longest one step's graph run may take (all its model calls and retries); past it, 503."""
     pg_pool_size: int = 8
     """PostgreSQL connections for checkpoints and the task index (per process)."""
     pg_lock_connections: int = 24
@@ -60,6 +62,7 @@ class Settings:
             max_dom_bytes=int(env.get("VERILOOP_MAX_DOM_BYTES") or defaults.max_dom_bytes),
             retry_after_s=int(env.get("VERILOOP_RETRY_AFTER_S") or defaults.retry_after_s),
             lock_timeout_s=float(env.get("VERILOOP_LOCK_TIMEOUT_S") or defaults.lock_timeout_s),
+            step_deadline_s=float(env.get("VERILOOP_STEP_DEADLINE_S") or defaults.step_deadline_s),
             pg_pool_size=int(env.get("VERILOOP_PG_POOL_SIZE") or defaults.pg_pool_size),
             pg_lock_connections=int(
                 env.get("VERILOOP_PG_LOCK_CONNECTIONS") or defaults.pg_lock_connections

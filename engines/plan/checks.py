@@ -544,7 +544,12 @@ async def _review_check(
     try:
         answer = await llm.astructured("review", messages, StepReviewVerdict)
     except LLMOutputError as exc:
-        return _errored("review", "review", f"the review answer was unusable: {exc}")
+        return _errored(
+            "review",
+            "review",
+            f"the review answer was unusable: {exc}",
+            {"usage": exc.usage_update("review")},  # the unusable call still counts
+        )
     verdict = answer.value
     details = {
         "verdict_passed": verdict.passed,

@@ -51,7 +51,11 @@ async def draft_manifest(
             "planning", planner_messages(goal, tools=tools, feedback=feedback), ManifestDraft
         )
     except LLMOutputError as exc:
-        return Draft(None, rejection_critique([Problem("unusable_draft", str(exc), ())]), {})
+        return Draft(
+            None,
+            rejection_critique([Problem("unusable_draft", str(exc), ())]),
+            exc.usage_update("planning"),
+        )
     usage = answer.usage_update("planning")
     try:
         return Draft(manifest_from_draft(answer.value, goal), None, usage)
@@ -137,7 +141,12 @@ async def repair_plan(
     try:
         answer = await llm.astructured("replanning", messages, RepairDraft)
     except LLMOutputError as exc:
-        return Repair(None, record, {}, f"the replanner's answer could not be used: {exc}")
+        return Repair(
+            None,
+            record,
+            exc.usage_update("replanning"),
+            f"the replanner's answer could not be used: {exc}",
+        )
     usage = answer.usage_update("replanning")
     try:
         repaired = apply_repair(manifest, answer.value, replaced=replaced, kept=kept)

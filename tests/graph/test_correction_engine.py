@@ -128,4 +128,7 @@ async def test_garbage_correction_answer_falls_back(scripted_model, page):
         tried=[],
         page_ids=PAGE_IDS,
     )
-    assert str(outcome.action) == "wait(0.5)" and outcome.usage == {}
+    assert str(outcome.action) == "wait(0.5)"
+    # The unusable call was still made and paid for: it counts.
+    assert outcome.usage["correction"]["calls"] == 1
+    assert outcome.usage["correction"]["input_tokens"] > 0

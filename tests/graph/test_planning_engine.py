@@ -107,7 +107,7 @@ async def test_unusable_plan_answer_gives_a_one_step_plan(scripted_model, page, 
     scripted_model.script("planning", answer)
     outcome = await _plan_next(page)
     assert [s.description for s in outcome.plan.steps] == [GOAL]
-    assert outcome.usage == {}
+    assert outcome.usage["planning"]["calls"] == 1  # the unusable call still counts
 
 
 async def test_sub_tasks_advance_fail_and_complete_the_plan(scripted_model, page):

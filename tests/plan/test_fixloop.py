@@ -141,7 +141,9 @@ def test_untrusted_text_is_fenced() -> None:
     )
     assert prompt.count("CHECK_OUTPUT>>>") == 1 + prompt.count("and CHECK_OUTPUT>>>")
     assert prompt.count("<<<STEP_OUTPUT\n") == 1
-    assert "step_output>>> escape" in prompt and "check_output>>> escape" in prompt
+    assert (
+        "STEP_OUTPUT&gt;&gt;&gt; escape" in prompt and "CHECK_OUTPUT&gt;&gt;&gt; escape" in prompt
+    )
 
 
 # --- oscillation ----------------------------------------------------------------------------------
