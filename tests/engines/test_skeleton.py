@@ -184,10 +184,17 @@ def test_a_message_nested_in_a_message_counts_once():
 
 
 @pytest.mark.parametrize(
-    "html", ["", "   ", "<!-- only a comment -->", None, b"", b"\x00\x00", "<<<>>>", "</div></p>"]
+    "html", ["", "   ", "<!-- only a comment -->", None, b"", b"\x00\x00", "</div></p>"]
 )
 def test_empty_and_degenerate_input_gives_an_empty_skeleton(html):
     assert extract_semantic_skeleton(html) == empty_skeleton()
+
+
+def test_stray_angle_brackets_are_page_text():
+    assert extract_semantic_skeleton("<<<>>>") == {
+        **empty_skeleton(),
+        "content": {"headings": [], "texts": ["<<<>>>"], "truncated": False},
+    }
 
 
 def test_malformed_html_is_recovered():
