@@ -346,12 +346,12 @@ def _unique(key: str, taken: dict) -> str:
 
 _CLASS_VALUES = etree.XPath("/descendant::*/@class", smart_strings=False)
 _ID_VALUES = etree.XPath("/descendant::*/@id")
-_PAGE_TEXTS = etree.XPath("/html/body//text()")
 _TEXTS = etree.XPath(".//text()")
 _BY_NUMBER = etree.XPath(f"/descendant::*[@{ELEMENT_ID_ATTR}=$value]")
 _BY_ID = etree.XPath("/descendant::*[@id=$value]")
 _HIDING_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
-_DIGITS = re.compile(r"\d+")
+_NO_DIGITS = str.maketrans("", "", "0123456789")
+_LETTER_HEX = str.maketrans("0123456789abcdef", "ghijklmnopqrstuv")
 
 
 def _alert_class_tokens(root: etree._Element) -> tuple[str, ...]:
@@ -377,16 +377,20 @@ def _attribute_query(tokens: tuple[str, ...]) -> etree.XPath:
 
 
 def digits_masked(text: str) -> str:
-    """``text`` with every run of digits replaced by ``0``: equal masks mean only digits changed."""
-    return _DIGITS.sub("0", text)
+    """``text`` without its digits: equal masks mean only digits changed."""
+    return text.translate(_NO_DIGITS)
 
 
 def _kept(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters; a longer text ends in ``…#`` and a digest of all of it
-    (of its digit mask, so a digit-only change past the cut stays digit-only)."""
+    """``text`` cut to ``limit`` characters; a longer text ends in ``…#`` and a digest of all of it.
+
+    The digest is of the text without digits, spelled in letters: a digit-only change past the
+    cut stays digit-only, and masking a kept text never touches its digest.
+    """
     if len(text) <= limit:
         return text
-    digest = hashlib.blake2b(digits_masked(text).encode(), digest_size=4).hexdigest()
+    masked = text.encode().translate(None, b"0123456789")
+    digest = hashlib.blake2b(masked, digest_size=5).hexdigest().translate(_LETTER_HEX)
     return f"{text[:limit]}…#{digest}"
 
 
@@ -395,44 +399,86 @@ def shown_text(text: str) -> str:
     return text.rpartition("…#")[0] + "…" if "…#" in text else text
 
 
-def _text_blocks(
-    texts: Iterable[Any], excluded: set, not_text: frozenset[str], budget: int
-) -> tuple[list[tuple[etree._Element, str]], bool]:
-    """Text nodes grouped into blocks: ``[(block element, normalised text)]`` in page order.
-
-    A text node belongs to its nearest ancestor that is not inline; text under an ``excluded``
-    element or a ``not_text`` tag is skipped. At most ``budget`` blocks; the flag says the page
-    had more.
-    """
+def _message_blocks(region: etree._Element, hidden: set) -> list[str]:
+    """The texts of a message region, one per block (nearest ancestor that is not inline)."""
     blocks: dict[etree._Element, list[str]] = {}
-    for text in texts:
+    for text in _TEXTS(region):
         if text.isspace():
             continue
         owner = text.getparent()
         if text.is_tail:
             owner = owner.getparent()
         while owner is not None:
-            tag = owner.tag
-            if owner in excluded or tag in not_text:
+            if owner in hidden or owner.tag in _NOT_TEXT:
                 owner = None
-            elif tag in INLINE_TAGS:
+            elif owner.tag in INLINE_TAGS and owner is not region:
                 owner = owner.getparent()
             else:
                 break
-        if owner is None:
+        if owner is not None:
+            blocks.setdefault(owner, []).append(text)
+    return _joined(blocks.values())
+
+
+def _content_blocks(
+    root: etree._Element, skipped: set
+) -> tuple[list[tuple[etree._Element, str]], bool]:
+    """The page text of ``<body>`` as ``[(block element, text)]`` in page order, and whether
+    :data:`MAX_BLOCKS` cut it short. Subtrees of ``skipped`` elements and of :data:`_NOT_CONTENT`
+    tags are left out.
+
+    One walk in document order: an element's block is itself, or its parent's block when it is
+    inline, so no text node climbs its ancestors.
+    """
+    body = root.find("body")
+    if body is None:
+        return [], False
+    block_of: dict[etree._Element, etree._Element | None] = {body: body}
+    blocks: dict[etree._Element, list[str]] = {}
+    if body.text and not body.text.isspace():
+        blocks[body] = [body.text]
+    for el in body.iterdescendants():
+        outer = block_of.get(el.getparent())
+        if outer is None:
+            block_of[el] = None  # inside a left-out subtree: so is its tail
             continue
-        parts = blocks.get(owner)
-        if parts is not None:
-            parts.append(text)
-        elif len(blocks) < budget:
-            blocks[owner] = [text]
+        tag = el.tag
+        if tag in _NOT_CONTENT or el in skipped:
+            block = None
         else:
-            return _joined(blocks), True
-    return _joined(blocks), False
+            block = outer if tag in INLINE_TAGS else el
+            text = el.text
+            if text and not text.isspace():
+                parts = blocks.get(block)
+                if parts is not None:
+                    parts.append(text)
+                elif len(blocks) < MAX_BLOCKS:
+                    blocks[block] = [text]
+                else:
+                    return _joined_blocks(blocks), True
+        block_of[el] = block
+        text = el.tail
+        if text and not text.isspace():
+            parts = blocks.get(outer)
+            if parts is not None:
+                parts.append(text)
+            elif len(blocks) < MAX_BLOCKS:
+                blocks[outer] = [text]
+            else:
+                return _joined_blocks(blocks), True
+    return _joined_blocks(blocks), False
 
 
-def _joined(blocks: dict[etree._Element, list[str]]) -> list[tuple[etree._Element, str]]:
-    joined = ((el, " ".join(" ".join(parts).split())) for el, parts in blocks.items())
+def _normalised(parts: Iterable[str]) -> str:
+    return " ".join(" ".join(parts).split())
+
+
+def _joined(parts_of_blocks: Iterable[list[str]]) -> list[str]:
+    return [text for text in map(_normalised, parts_of_blocks) if text]
+
+
+def _joined_blocks(blocks: dict[etree._Element, list[str]]) -> list[tuple[etree._Element, str]]:
+    joined = ((el, _normalised(parts)) for el, parts in blocks.items())
     return [(el, text) for el, text in joined if text]
 
 
@@ -529,7 +575,10 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
 
     elements: dict[str, dict] = {}
     keys: dict[etree._Element, str] = {}
-    excluded = set(hidden)  # from the content layer
+    # Roots of what the content layer leaves out: hidden, messages, background, and text an
+    # element descriptor already carries (inline links and buttons are left out by tag).
+    skipped = set(hidden_roots)
+    skipped.update(owns_text)
     unkeyed: Counter[str] = Counter()
     extra = (el for el in by_attribute if el.tag not in INTERACTIVE_TAGS)
     for group in (root.iter(*INTERACTIVE_TAGS), extra):
@@ -549,11 +598,6 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
             elements[key] = desc
             if marked:
                 keys[el] = key
-            # A link or button's text is in its descriptor (inline ones are skipped by tag).
-            if len(el) and tag in ("a", "button"):
-                excluded.update(el.iter())
-    for el in owns_text:
-        excluded.update(el.iter())
 
     alerts: dict[str, str] = {}
     taken: set[etree._Element] = set()
@@ -562,13 +606,13 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
         if el in hidden or el in taken or any(ancestor in taken for ancestor in el.iterancestors()):
             continue
         taken.add(el)
-        excluded.update(el.iter())
+        skipped.add(el)
         # One entry per text block of the region: a new message is never cut off or glued on.
-        for _, text in _text_blocks(_TEXTS(el), hidden, _NOT_TEXT, MAX_BLOCKS)[0]:
+        for text in _message_blocks(el, hidden):
             alerts[str(len(alerts))] = _kept(text, ALERT_CHARS)
 
-    background = _background(marked, hidden, keys, elements, excluded)
-    blocks, truncated = _text_blocks(_PAGE_TEXTS(root), excluded, _NOT_CONTENT, MAX_BLOCKS)
+    background = _background(marked, hidden, keys, elements, skipped)
+    blocks, truncated = _content_blocks(root, skipped)
     headings: list[str] = []
     texts: list[str] = []
     for el, text in blocks:
@@ -596,7 +640,7 @@ def _background(
     hidden: set,
     keys: dict[etree._Element, str],
     elements: dict[str, dict],
-    excluded: set,
+    skipped: set,
 ) -> list[list[str]]:
     """Record the snapshot's background marks: on the descriptors of the elements they are in, as
     text left out of the content layer, and as locators for the next page."""
@@ -606,7 +650,7 @@ def _background(
         if not kinds or el in hidden:
             continue
         if "text" in kinds:
-            excluded.update(el.iter())
+            skipped.add(el)
         for holder in (el, *el.iterancestors()):
             key = keys.get(holder)
             if key is not None:
