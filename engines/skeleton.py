@@ -269,9 +269,15 @@ _KEEP_CHARS = {
 }
 
 
+_SHOWN_TEXT = etree.XPath(".//text()[not(ancestor::script or ancestor::style)]")
+
+
 def _text(el: etree._Element, limit: int) -> str:
     if len(el):
-        raw = etree.tostring(el, method="text", encoding=str, with_tail=False)
+        if next(el.iter("script", "style"), None) is None:
+            raw = etree.tostring(el, method="text", encoding=str, with_tail=False)
+        else:  # rare: a widget with its own script; script text is not shown
+            raw = "".join(_SHOWN_TEXT(el))
     else:
         raw = el.text
         if not raw:
@@ -399,8 +405,9 @@ def shown_text(text: str) -> str:
     return text.rpartition("…#")[0] + "…" if "…#" in text else text
 
 
-def _message_blocks(region: etree._Element, hidden: set) -> list[str]:
-    """The texts of a message region, one per block (nearest ancestor that is not inline)."""
+def _message_blocks(region: etree._Element, hidden: set, ticking: set) -> list[str]:
+    """The texts of a message region, one per block (nearest ancestor that is not inline); text
+    the snapshot marked as background (a relative time in a message) is left out."""
     blocks: dict[etree._Element, list[str]] = {}
     for text in _TEXTS(region):
         if text.isspace():
@@ -409,7 +416,7 @@ def _message_blocks(region: etree._Element, hidden: set) -> list[str]:
         if text.is_tail:
             owner = owner.getparent()
         while owner is not None:
-            if owner in hidden or owner.tag in _NOT_TEXT:
+            if owner in hidden or owner in ticking or owner.tag in _NOT_TEXT:
                 owner = None
             elif owner.tag in INLINE_TAGS and owner is not region:
                 owner = owner.getparent()
@@ -528,10 +535,11 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
     if root is None:
         return empty_skeleton()
     hidden_roots = list(root.iter(*_HIDDEN_TAGS))
-    # Interactive by role, contenteditable, the snapshot's number or aria-expanded; a dict keeps
-    # page order once. ``owns_text``: elements whose text is their descriptor's, not page content.
-    by_attribute: dict[etree._Element, None] = {}
-    owns_text: list[etree._Element] = []
+    # Interactive by role, contenteditable or the snapshot's number (True), or a container whose
+    # aria-expanded is its only state (False); a dict keeps page order once. ``editable``: its text
+    # is the descriptor's, not page content.
+    by_attribute: dict[etree._Element, bool] = {}
+    editable: list[etree._Element] = []
     alert_candidates: list[etree._Element] = []
     references: set[str] = set()
     marked: list[etree._Element] = []
@@ -542,16 +550,17 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
                 alert_candidates.append(el)
         elif name == "role":
             if attr in INTERACTIVE_ROLES:
-                by_attribute[el] = None
-                owns_text.append(el)
+                by_attribute[el] = True
             elif attr in ALERT_ROLES:
                 alert_candidates.append(el)
-        elif name == ELEMENT_ID_ATTR or name == "aria-expanded":
-            by_attribute[el] = None
+        elif name == ELEMENT_ID_ATTR:
+            by_attribute[el] = True
+        elif name == "aria-expanded":
+            by_attribute.setdefault(el, False)
         elif name == "contenteditable":
             if attr != "false":
-                by_attribute[el] = None
-                owns_text.append(el)
+                by_attribute[el] = True
+                editable.append(el)
         elif name == "aria-live":
             if attr != "off":
                 alert_candidates.append(el)
@@ -578,7 +587,7 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
     # Roots of what the content layer leaves out: hidden, messages, background, and text an
     # element descriptor already carries (inline links and buttons are left out by tag).
     skipped = set(hidden_roots)
-    skipped.update(owns_text)
+    skipped.update(editable)
     unkeyed: Counter[str] = Counter()
     extra = (el for el in by_attribute if el.tag not in INTERACTIVE_TAGS)
     for group in (root.iter(*INTERACTIVE_TAGS), extra):
@@ -590,6 +599,8 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
             if found is None:
                 continue
             key, desc = found
+            if by_attribute.get(el) is False:
+                desc.pop("text", None)  # a container's text is page content, its state is its own
             if not key:
                 key = f"{tag}[{unkeyed[tag]}]"
                 unkeyed[tag] += 1
@@ -599,6 +610,7 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
             if marked:
                 keys[el] = key
 
+    ticking = {el for el in marked if "text" in (el.get(BACKGROUND_ATTR) or "").split()}
     alerts: dict[str, str] = {}
     taken: set[etree._Element] = set()
     for el in alert_candidates:
@@ -608,7 +620,7 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
         taken.add(el)
         skipped.add(el)
         # One entry per text block of the region: a new message is never cut off or glued on.
-        for text in _message_blocks(el, hidden):
+        for text in _message_blocks(el, hidden, ticking):
             alerts[str(len(alerts))] = _kept(text, ALERT_CHARS)
 
     background = _background(marked, hidden, keys, elements, skipped)
