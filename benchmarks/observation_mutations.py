@@ -306,7 +306,9 @@ def rotating_ad_marked(root, rng):
 
 
 def token(root, rng):
-    form = insert(rng, root, f'<form><input type="hidden" name="csrf" value="{rng.random()}"></form>')
+    form = insert(
+        rng, root, f'<form><input type="hidden" name="csrf" value="{rng.random()}"></form>'
+    )
     field = form.find("input")
     return lambda: field.set("value", str(rng.random()))
 
@@ -325,13 +327,17 @@ def whitespace(root, rng):
 def script(root, rng):
     tag = lxml.html.fragment_fromstring(f"<script>var seen = {rng.randint(0, 99)};</script>")
     spot(rng, root).append(tag)
-    return lambda: setattr(tag, "text", f"var seen = {rng.randint(100, 999)}; track('{phrase(rng)}');")
+    return lambda: setattr(
+        tag, "text", f"var seen = {rng.randint(100, 999)}; track('{phrase(rng)}');"
+    )
 
 
 def style(root, rng):
     tag = lxml.html.fragment_fromstring("<style>.a { color: red }</style>")
     spot(rng, root).append(tag)
-    return lambda: setattr(tag, "text", f".a {{ color: blue }} .b {{ width: {rng.randint(1, 99)}px }}")
+    return lambda: setattr(
+        tag, "text", f".a {{ color: blue }} .b {{ width: {rng.randint(1, 99)}px }}"
+    )
 
 
 def comment(root, rng):
@@ -411,9 +417,17 @@ def run_page(path: Path, per_class: int, seed: int) -> list[Case]:
                 before = lxml.html.tostring(root, encoding="unicode")
                 change()
                 after = unmarked(root)
-                result = build_observation_list(capture_page_state(PAGE_URL, before), after, PAGE_URL)
+                result = build_observation_list(
+                    capture_page_state(PAGE_URL, before), after, PAGE_URL
+                )
                 cases.append(
-                    Case(path.name, name, truth, result.meaningful_content_change, result.observations)
+                    Case(
+                        path.name,
+                        name,
+                        truth,
+                        result.meaningful_content_change,
+                        result.observations,
+                    )
                 )
     return cases
 
@@ -447,7 +461,9 @@ def main(
     precision = tp / (tp + fp) if tp + fp else 0.0
     recall = tp / (tp + fn) if tp + fn else 0.0
     lines = [len(c.observations) for c in cases if c.meaningful]
-    print(f"tp={tp} fp={fp} fn={fn}; median observation lines on a change: {statistics.median(lines)}")
+    print(
+        f"tp={tp} fp={fp} fn={fn}; median observation lines on a change: {statistics.median(lines)}"
+    )
     print(f"RESULT precision={precision:.4f} recall={recall:.4f} transitions={len(cases)}")
 
 

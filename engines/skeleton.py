@@ -512,7 +512,9 @@ def carry_background(root: etree._Element | None, before: Any) -> None:
     if not isinstance(marks, list):
         return
     for mark in marks[:MAX_MARKS]:
-        if not (isinstance(mark, list) and len(mark) == 3 and all(isinstance(m, str) for m in mark)):
+        if not (
+            isinstance(mark, list) and len(mark) == 3 and all(isinstance(m, str) for m in mark)
+        ):
             continue
         how, value, kinds = mark
         try:
@@ -635,7 +637,10 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
             texts.append(kept)
     scroll = {
         name: value
-        for name, value in (("position", root.get(SCROLL_ATTR)), ("viewport", root.get(VIEWPORT_ATTR)))
+        for name, value in (
+            ("position", root.get(SCROLL_ATTR)),
+            ("viewport", root.get(VIEWPORT_ATTR)),
+        )
         if value is not None
     }
     return {
@@ -763,7 +768,9 @@ def _ignored_fields(key: str, before: dict, after: dict, target: str | None) -> 
     """Fields of element ``key`` that change on their own (its background kinds), unless targeted."""
     if key == target:
         return {BACKGROUND_FIELD}
-    kinds = set(before.get(BACKGROUND_FIELD, "").split()) | set(after.get(BACKGROUND_FIELD, "").split())
+    kinds = set(before.get(BACKGROUND_FIELD, "").split()) | set(
+        after.get(BACKGROUND_FIELD, "").split()
+    )
     return {BACKGROUND_FIELD}.union(*(_BACKGROUND_FIELDS.get(kind, ()) for kind in kinds))
 
 
@@ -843,9 +850,7 @@ def _scroll_lines(before: dict, after: dict, elements: dict[str, dict]) -> list[
         return []
     seen = _numbers(b_scroll.get("viewport"))
     came = [
-        key
-        for key in elements
-        if key in _numbers(a_scroll.get("viewport")) and key not in seen
+        key for key in elements if key in _numbers(a_scroll.get("viewport")) and key not in seen
     ]
     line = f"Page scrolled from ({was}) to ({now})"
     if came:
