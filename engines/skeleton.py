@@ -815,7 +815,10 @@ def _content_lines(before: dict, after: dict) -> list[str]:
         raise SkeletonError("a skeleton's 'content' is a map")
     lines = []
     for field, noun in (("headings", "Heading"), ("texts", "Text")):
-        gone, new = _changed_blocks(_blocks(b_content, field), _blocks(a_content, field))
+        b_blocks, a_blocks = _blocks(b_content, field), _blocks(a_content, field)
+        if b_blocks == a_blocks:
+            continue
+        gone, new = _changed_blocks(b_blocks, a_blocks)
         # As many gone as new: edits in place, read in page order.
         if gone and len(gone) == len(new):
             lines += [
