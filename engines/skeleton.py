@@ -441,9 +441,7 @@ def _content_blocks(
     if body is None:
         return [], False
     block_of: dict[etree._Element, etree._Element | None] = {body: body}
-    blocks: dict[etree._Element, list[str]] = {}
-    if body.text and not body.text.isspace():
-        blocks[body] = [body.text]
+    pieces: list[tuple[etree._Element, str]] = [(body, body.text or "")]
     for el in body.iterdescendants():
         outer = block_of.get(el.getparent())
         if outer is None:
@@ -454,25 +452,22 @@ def _content_blocks(
             block = None
         else:
             block = outer if tag in INLINE_TAGS else el
-            text = el.text
-            if text and not text.isspace():
-                parts = blocks.get(block)
-                if parts is not None:
-                    parts.append(text)
-                elif len(blocks) < MAX_BLOCKS:
-                    blocks[block] = [text]
-                else:
-                    return _joined_blocks(blocks), True
+            if el.text:
+                pieces.append((block, el.text))
         block_of[el] = block
-        text = el.tail
-        if text and not text.isspace():
-            parts = blocks.get(outer)
-            if parts is not None:
-                parts.append(text)
-            elif len(blocks) < MAX_BLOCKS:
-                blocks[outer] = [text]
-            else:
-                return _joined_blocks(blocks), True
+        if el.tail:
+            pieces.append((outer, el.tail))
+    blocks: dict[etree._Element, list[str]] = {}
+    for owner, text in pieces:
+        if text.isspace() or not text:
+            continue
+        parts = blocks.get(owner)
+        if parts is not None:
+            parts.append(text)
+        elif len(blocks) < MAX_BLOCKS:
+            blocks[owner] = [text]
+        else:
+            return _joined_blocks(blocks), True
     return _joined_blocks(blocks), False
 
 

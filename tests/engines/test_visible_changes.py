@@ -124,20 +124,23 @@ def test_a_table_gaining_a_plain_text_row_is_a_change():
 
 
 @pytest.mark.parametrize(
-    "message",
+    ("tag", "convention"),
     [
-        '<div class="invalid-feedback">{}</div>',
-        '<span class="text-danger">{}</span>',
-        '<span class="help-block">{}</span>',
-        '<ul class="errorlist"><li>{}</li></ul>',
-        '<span class="field-validation-error">{}</span>',
-        '<div class="error-message">{}</div>',
+        ("div", "invalid-feedback"),  # Bootstrap 4/5
+        ("span", "text-danger"),
+        ("span", "help-block"),  # Bootstrap 3
+        ("ul", "errorlist"),  # Django
+        ("span", "field-validation-error"),  # ASP.NET
+        ("p", "error-message"),
     ],
 )
-def test_inline_validation_messages_by_convention(message):
+def test_inline_validation_messages_by_convention(tag, convention):
+    text = "Enter a valid email address"
+    inner = f"<li>{text}</li>" if tag == "ul" else text
+
     def change(root):
         field = first_input(root)
-        return lambda: field.addnext(fragment(message.format("Enter a valid email address")))
+        return lambda: field.addnext(fragment(f'<{tag} class="{convention}">{inner}</{tag}>'))
 
     result = observe(FORM_PAGE, change)
     assert result.meaningful_content_change is True
