@@ -101,16 +101,26 @@ Mutation = Callable[[lxml.html.HtmlElement, random.Random], Callable[[], None] |
 # --- visible changes --------------------------------------------------------------------------
 
 
-def heading_text(root, rng):
-    h = pick(rng, root, ("h1", "h2", "h3"), lambda el: _text(el))
-    if h is None:
-        return None
+def _retext(tags: tuple[str, ...], accept, words: int) -> Mutation:
+    """A mutation giving a visible element of ``tags`` a new text of ``words`` words."""
 
-    def after():
-        h[:] = []
-        h.text = phrase(rng)
+    def mutation(root, rng):
+        el = pick(rng, root, tags, accept)
+        if el is None:
+            return None
 
-    return after
+        def after():
+            el[:] = []
+            el.text = phrase(rng, words)
+
+        return after
+
+    return mutation
+
+
+heading_text = _retext(("h1", "h2", "h3"), _text, 5)
+paragraph_edit = _retext(("p",), lambda el: _no_link(el) and len(_text(el)) > 3, 8)
+button_text = _retext(("button",), _text, 2)
 
 
 def list_row(root, rng):
@@ -211,18 +221,6 @@ def expanded_container(root, rng):
     return lambda: menu.set("aria-expanded", "true")
 
 
-def paragraph_edit(root, rng):
-    para = pick(rng, root, ("p",), lambda el: _no_link(el) and len(_text(el)) > 3)
-    if para is None:
-        return None
-
-    def after():
-        para[:] = []
-        para.text = phrase(rng, 8)
-
-    return after
-
-
 def text_added(root, rng):
     container = spot(rng, root)
     tag = rng.choice(("p", "div", "span"))
@@ -237,18 +235,6 @@ def link_counter(root, rng):
     n = rng.randint(0, 8)
     link = insert(rng, root, f'<div><a href="/cart">Cart ({n})</a></div>').find("a")
     return lambda: setattr(link, "text", f"Cart ({n + 1})")
-
-
-def button_text(root, rng):
-    button = pick(rng, root, ("button",), lambda el: _text(el))
-    if button is None:
-        return None
-
-    def after():
-        button[:] = []
-        button.text = phrase(rng, 2)
-
-    return after
 
 
 def typed_value(root, rng):
