@@ -109,6 +109,9 @@ FIELD_DEFAULTS: dict[str, Any] = {
     "href": "",
     "role": "",
 }
+BACKGROUND_TEXT = "⟨…⟩"
+"""Stands in a content block for text the snapshot marked as background: the block then matches
+any text in that place, so a page marked on one side only still compares equal."""
 BACKGROUND_FIELD = "background"
 """Descriptor field (never a diff line of its own): the background kinds of the element or of
 text inside it."""
@@ -428,11 +431,11 @@ def _message_blocks(region: etree._Element, hidden: set, ticking: set) -> list[s
 
 
 def _content_blocks(
-    root: etree._Element, skipped: set
+    root: etree._Element, skipped: set, ticking: set
 ) -> tuple[list[tuple[etree._Element, str]], bool]:
     """The page text of ``<body>`` as ``[(block element, text)]`` in page order, and whether
     :data:`MAX_BLOCKS` cut it short. Subtrees of ``skipped`` elements and of :data:`_NOT_CONTENT`
-    tags are left out.
+    tags are left out; the text of a ``ticking`` (background) element is :data:`BACKGROUND_TEXT`.
 
     One walk in document order: an element's block is itself, or its parent's block when it is
     inline, so no text node climbs its ancestors.
@@ -449,6 +452,9 @@ def _content_blocks(
             continue
         tag = el.tag
         if tag in _NOT_CONTENT or el in skipped:
+            block = None
+        elif el in ticking:
+            pieces.append((outer if tag in INLINE_TAGS else el, BACKGROUND_TEXT))
             block = None
         else:
             block = outer if tag in INLINE_TAGS else el
@@ -620,8 +626,8 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
         for text in _message_blocks(el, hidden, ticking):
             alerts[str(len(alerts))] = _kept(text, ALERT_CHARS)
 
-    background = _background(marked, hidden, keys, elements, skipped)
-    blocks, truncated = _content_blocks(root, skipped)
+    background = _background(marked, hidden, keys, elements)
+    blocks, truncated = _content_blocks(root, skipped, ticking)
     headings: list[str] = []
     texts: list[str] = []
     for el, text in blocks:
@@ -652,17 +658,14 @@ def _background(
     hidden: set,
     keys: dict[etree._Element, str],
     elements: dict[str, dict],
-    skipped: set,
 ) -> list[list[str]]:
-    """Record the snapshot's background marks: on the descriptors of the elements they are in, as
-    text left out of the content layer, and as locators for the next page."""
+    """Record the snapshot's background marks on the descriptors of the elements they are in, and
+    as locators for the next page."""
     found = []
     for el in marked:
         kinds = sorted(set((el.get(BACKGROUND_ATTR) or "").split()).intersection(BACKGROUND_KINDS))
         if not kinds or el in hidden:
             continue
-        if "text" in kinds:
-            skipped.add(el)
         for holder in (el, *el.iterancestors()):
             key = keys.get(holder)
             if key is not None:
@@ -784,9 +787,33 @@ def _changed_blocks(before: list[str], after: list[str]) -> tuple[list[str], lis
     if not (gone and new):
         return gone, new
     ticked = Counter(map(digits_masked, gone)) & Counter(map(digits_masked, new))
-    if not ticked:
+    if ticked:
+        gone, new = _without(gone, ticked), _without(new, ticked)
+    return _unmatched(gone, new)
+
+
+def _unmatched(gone: list[str], new: list[str]) -> tuple[list[str], list[str]]:
+    """(gone, new) without pairs where a block with background text matches the other one."""
+    if not any(BACKGROUND_TEXT in text for text in (*gone, *new)):
         return gone, new
-    return _without(gone, ticked), _without(new, ticked)
+    new = list(new)
+    kept = []
+    for old in gone:
+        match = next((n for n, text in enumerate(new) if _same_but_background(old, text)), None)
+        if match is None:
+            kept.append(old)
+        else:
+            del new[match]
+    return kept, new
+
+
+def _same_but_background(a: str, b: str) -> bool:
+    for pattern, text in ((a, b), (b, a)):
+        if BACKGROUND_TEXT in pattern:
+            parts = map(re.escape, pattern.split(BACKGROUND_TEXT))
+            if re.fullmatch(".*".join(parts), text, re.DOTALL):
+                return True
+    return False
 
 
 def _without(texts: list[str], masks: Counter[str]) -> list[str]:

@@ -342,3 +342,20 @@ def test_the_content_layer_is_budgeted_and_says_so():
     assert len(content["texts"]) == MAX_BLOCKS
     assert content["truncated"] is True
     assert all(len(text) <= 120 for text in content["texts"])
+
+
+def test_a_ticker_marked_only_in_the_page_after_is_not_a_change():
+    # The script marks an element once it changes while no action is pending: the page an action
+    # was chosen on may predate the mark.
+    def change(root):
+        timer = fragment("<p>Time left: <span>120 / 120sec</span></p>")
+        body(root).insert(0, timer)
+        span = timer.find("span")
+
+        def after():
+            span.text = "119 / 120sec, hurry"
+            span.set(BACKGROUND_ATTR, "text")
+
+        return after
+
+    assert observe(SHOP_PAGE, change).meaningful_content_change is False
