@@ -602,7 +602,7 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
             if found is None:
                 continue
             key, desc = found
-            if by_attribute.get(el) is False:
+            if by_attribute.get(el) is False and tag not in INTERACTIVE_TAGS:
                 desc.pop("text", None)  # a container's text is page content, its state is its own
             if not key:
                 key = f"{tag}[{unkeyed[tag]}]"

@@ -373,3 +373,12 @@ def test_a_mostly_changed_descriptor_still_diffs_per_field():
         "Element 'f' changed 'value' from '' to 'a@b.c'",
         "Element 'f' changed 'disabled' from false to true",
     ]
+
+
+def test_aria_expanded_keeps_a_buttons_text_and_gives_a_container_only_its_state():
+    got = extract_semantic_skeleton(
+        '<button id="toggle" aria-expanded="false">Menu</button>'
+        '<ul id="menu" aria-expanded="false"><li>Home</li></ul>'
+    )["elements"]
+    assert got["toggle"] == {"tag": "button", "text": "Menu", "aria-expanded": "false"}
+    assert got["menu"] == {"tag": "ul", "aria-expanded": "false"}
