@@ -77,7 +77,12 @@ def _transition(
 ) -> Transition:
     before_state = capture_page_state(before.url, before.dom, before.active_element)
     result = build_observation_list(
-        before_state, after.dom, after.url, after.client_observations, after.active_element
+        before_state,
+        after.dom,
+        after.url,
+        after.client_observations,
+        after.active_element,
+        action=action,
     )
     return Transition(
         task=task,

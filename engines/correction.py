@@ -3,8 +3,7 @@
 Strategies, each turned into a protocol action: ``retry_with_delay`` ->
 ``wait(0.5)`` (doubling on each later retry of the step, so it is never offered
 unchanged), ``alternative_element`` -> the failed action on another element,
-``scroll_into_view`` -> ``scroll(ID)``, ``refresh_page`` -> ``navigate(current
-url)``. A strategy tried on a step is identified with its argument
+``scroll_into_view`` -> ``scroll(ID)``, ``refresh_page`` -> ``refresh()``. A strategy tried on a step is identified with its argument
 (``alternative_element(170)``) and is not offered again on that step; a choice
 that repeats one, or cannot be applied, falls back to the next delayed retry.
 """
@@ -96,7 +95,6 @@ def strategy_action(
     choice: CorrectionChoice,
     *,
     failed_action: Action | None,
-    url: str,
     page_ids: Collection[int],
     tried: Collection[str],
 ) -> tuple[Action, str]:
@@ -121,7 +119,7 @@ def strategy_action(
             raise InvalidStrategy("scroll_into_view needs an element")
         action, key = Action(kind="scroll", element_id=element), f"scroll_into_view({element})"
     elif choice.strategy == "refresh_page":
-        action, key = Action(kind="navigate", text=url), "refresh_page"
+        action, key = Action(kind="refresh"), "refresh_page"
     else:
         raise InvalidStrategy(
             f"{choice.strategy} is not offered: failing is decided by the budgets"
@@ -156,7 +154,7 @@ async def choose_correction(
         return _fallback(tried, f"unusable correction answer ({answer.error})", answer.usage)
     try:
         action, key = strategy_action(
-            answer.value, failed_action=failed_action, url=now.url, page_ids=page_ids, tried=tried
+            answer.value, failed_action=failed_action, page_ids=page_ids, tried=tried
         )
     except InvalidStrategy as exc:
         return _fallback(tried, str(exc), answer.usage)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import json
 
+from veriloop.engines.skeleton import page_identity
 from veriloop.schemas.actions import ActionParseError, parse_action
 from veriloop.schemas.observation import BeforeState
 
@@ -17,9 +17,9 @@ def _normalized_action(action: str) -> str:
 
 
 def _page_identity(page_state: BeforeState) -> str:
-    # The skeleton ignores tickers and ads, so a page that only "ticked" keeps its fingerprint.
+    # Without what changes on its own, so a page that only "ticked" keeps its fingerprint.
     if page_state.semantic_skeleton is not None:
-        return json.dumps(page_state.semantic_skeleton, sort_keys=True, separators=(",", ":"))
+        return page_identity(page_state.semantic_skeleton)
     return f"hash:{page_state.dom_hash}"
 
 

@@ -11,13 +11,17 @@ import logging
 from dataclasses import dataclass
 
 from veriloop.engines.skeleton import (
+    carry_background,
+    describe_element,
     diff_skeletons,
     normalized_bytes,
     parse_utf8,
     skeleton_from_tree,
     to_utf8,
 )
+from veriloop.schemas.actions import Action, ActionParseError, parse_action
 from veriloop.schemas.observation import BeforeState, ClientObservations
+from veriloop.schemas.page_contract import ELEMENT_ID_ATTR
 
 _log = logging.getLogger("veriloop.observation")
 
@@ -47,15 +51,22 @@ def compute_dom_hash(html: str | bytes | None) -> str:
 
 
 def capture_page_state(
-    url: str, dom: str | bytes | None, active_element: str | None = None
+    url: str,
+    dom: str | bytes | None,
+    active_element: str | None = None,
+    background_from: dict | None = None,
 ) -> BeforeState:
     """The page as an action is chosen on it: URL, DOM hash and skeleton from one parse.
 
-    ``semantic_skeleton`` is None when extraction failed; verification then compares hashes only.
+    ``background_from``: the skeleton of the previous page; the elements it knew as background
+    stay background here. ``semantic_skeleton`` is None when extraction failed; verification then
+    compares hashes only.
     """
     data = to_utf8(dom)
     try:
-        skeleton = skeleton_from_tree(parse_utf8(data))
+        root = parse_utf8(data)
+        carry_background(root, background_from)
+        skeleton = skeleton_from_tree(root)
     except (
         Exception
     ):  # a skeleton is an optimisation: without one, verification falls back to the hash
@@ -81,13 +92,13 @@ class ObservationList:
 
 
 def _content_observations(
-    before: BeforeState, now: BeforeState, has_dom: bool
+    before: BeforeState, now: BeforeState, has_dom: bool, target: str | None
 ) -> tuple[list[str], bool]:
     """Skeleton-primary page-content lines and whether the change is meaningful."""
     hash_changed = before.dom_hash != now.dom_hash
     if has_dom and before.semantic_skeleton is not None and now.semantic_skeleton is not None:
         try:
-            lines = diff_skeletons(before.semantic_skeleton, now.semantic_skeleton)
+            lines = diff_skeletons(before.semantic_skeleton, now.semantic_skeleton, target=target)
         except (
             Exception
         ):  # any skeleton problem (old or foreign before_state): hash-only, per Step 5.2
@@ -95,7 +106,7 @@ def _content_observations(
         else:
             if lines:
                 return lines, True
-            # Tickers and ads change the hash but no interactive element or message: not meaningful.
+            # Tickers, ads and other background change the hash but nothing a user would call a change.
             return [
                 CONTENT_UPDATED_NO_SKELETON_CHANGE if hash_changed else CONTENT_UNCHANGED_SKELETON
             ], False
@@ -115,28 +126,74 @@ def _client_lines(client: ClientObservations | None) -> list[str]:
     return lines
 
 
+def _parsed(action: Action | str | None) -> Action | None:
+    if isinstance(action, str):
+        try:
+            return parse_action(action)
+        except ActionParseError:
+            return None
+    return action
+
+
+def _focus_taken(
+    action: Action | None, before: BeforeState, now: BeforeState, active_element: str | None
+) -> str | None:
+    """A line when a click moved focus onto the element it clicked, else None.
+
+    The browser focuses a clicked element only when the click reached it and it is enabled (not
+    covered, not disabled): evidence the click landed, worth a verdict rather than a fast
+    ``no_effect``. Not for an element that already was the current one (a selected tab).
+    """
+    if action is None or action.kind != "click" or active_element is None:
+        return None
+    number = f'[{ELEMENT_ID_ATTR}="{action.element_id}"]'
+    if number not in active_element or number in (before.active_element or ""):
+        return None
+    elements = (now.semantic_skeleton or {}).get("elements", {})
+    desc = elements.get(str(action.element_id))
+    if not isinstance(desc, dict) or desc.get("aria-selected") == "true":
+        return None
+    if desc.get("aria-current", "false") != "false":
+        return None
+    return f"The clicked element {describe_element(str(action.element_id), desc)} took focus"
+
+
 def build_observation_list(
     before_state: BeforeState,
     current_dom: str | bytes | None,
     current_url: str,
     client_observations: ClientObservations | None = None,
     current_active_element: str | None = None,
+    action: Action | str | None = None,
 ) -> ObservationList:
-    """Compare the page now with ``before_state``: URL, skeleton diff (hash fallback), focus, client witness."""
-    now = capture_page_state(current_url, current_dom, current_active_element)
+    """Compare the page now with ``before_state``: URL, skeleton diff (hash fallback), focus, client witness.
+
+    ``action`` (the one being verified, object or protocol text) names the element it targeted: a
+    background change of that element is its effect, not noise, and a click that moved focus onto
+    its element is a change (see :func:`_focus_taken`).
+    """
+    now = capture_page_state(
+        current_url, current_dom, current_active_element, before_state.semantic_skeleton
+    )
     url_changed = before_state.url != current_url
     observations = [
         f"Navigation occurred: URL changed from {before_state.url} to {current_url}"
         if url_changed
         else URL_UNCHANGED
     ]
-    content, meaningful = _content_observations(before_state, now, bool(current_dom))
+    action = _parsed(action)
+    target = None if action is None or action.element_id is None else str(action.element_id)
+    content, meaningful = _content_observations(before_state, now, bool(current_dom), target)
     observations += content
     # Only a reported focus can have changed; a client that sends none says nothing about focus.
     if current_active_element is not None and current_active_element != before_state.active_element:
         observations.append(
             f"Focus changed from {before_state.active_element or 'nothing'} to {current_active_element}"
         )
+    focus = _focus_taken(action, before_state, now, current_active_element)
+    if focus is not None:
+        observations.append(focus)
+        meaningful = True
     observations += _client_lines(client_observations)
     return ObservationList(
         observations=observations,

@@ -1,23 +1,40 @@
-"""The semantic skeleton: interactive elements and messages of a page, and a granular diff of two skeletons.
+"""The semantic skeleton: what a user sees of a page, and a granular diff of two skeletons.
 
 A skeleton is a small JSON map of the UI state that matters for judging an
-action: ``{"elements": {key: descriptor}, "alerts": {"0": text, ...}}``.
-Interactive elements are the semantic ones (tags, roles, contenteditable) and
+action::
+
+    {"elements": {key: descriptor}, "alerts": {"0": text, ...},
+     "content": {"headings": [...], "texts": [...], "truncated": false},
+     "background": [[locator, value, kinds], ...], "scroll": {"position": "x,y", "viewport": "1-9"}}
+
+Interactive elements are the semantic ones (tags, roles, contenteditable),
 every element the snapshot script numbered
 (:data:`~veriloop.schemas.page_contract.ELEMENT_ID_ATTR`: it numbers what the
-page makes clickable, such as a ``div`` with a pointer cursor). Elements are
-keyed by that id, then ``id``, then ``name``, then ``tag[n]``; elements the
-browser does not show are left out.
-Tickers and ads that change text outside interactive elements leave the
-skeleton unchanged, which is the point.
+page makes clickable, such as a ``div`` with a pointer cursor) and containers
+that carry ``aria-expanded``. Elements are keyed by that id, then ``id``, then
+``name``, then ``tag[n]``; elements the browser does not show are left out.
+Messages are live regions, alert/status/log roles, the usual validation
+classes and whatever a field names with ``aria-describedby`` /
+``aria-errormessage``, one entry per text block. The content layer is the
+other visible text, one normalised entry per text block (heading, paragraph,
+list item, table row...), in page order, bounded by :data:`MAX_BLOCKS`.
+
+Background: an element the snapshot script marked with
+:data:`~veriloop.schemas.page_contract.BACKGROUND_ATTR` changed on its own
+(clock, relative time, rotating ad); the diff ignores such a change unless the
+action targeted the element. Without a mark, non-interactive text that only
+changed digits (an unmarked ticker) is ignored too.
 """
 
 from __future__ import annotations
 
 import codecs
+import hashlib
+import json
 import re
 import threading
 from collections import Counter
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -25,22 +42,56 @@ from deepdiff import DeepDiff
 from lxml import etree
 
 from veriloop.engines.markup_guard import bound_markup
-from veriloop.schemas.page_contract import ELEMENT_ID_ATTR, HIDDEN_ATTR
+from veriloop.schemas.page_contract import (
+    BACKGROUND_ATTR,
+    BACKGROUND_KINDS,
+    ELEMENT_ID_ATTR,
+    HIDDEN_ATTR,
+    SCROLL_ATTR,
+    VIEWPORT_ATTR,
+)
 
 TEXT_CHARS = 50
 """Visible text kept per element (trimmed, whitespace collapsed)."""
 VALUE_CHARS = 100
 HREF_CHARS = 150
 ALERT_CHARS = 200
+"""Text kept per message block; a longer one keeps a digest of the whole, like a content block."""
+BLOCK_CHARS = 100
+"""Text kept per content block; a longer block ends in ``…#`` and a digest of the whole, so an
+edit past the kept part still changes it."""
+MAX_BLOCKS = 1500
+"""Budget of the content layer: the first this many text blocks of the page (``truncated`` says so)."""
+MAX_MARKS = 100
+"""Background marks kept per page (each costs one lookup in the next page)."""
 
 INTERACTIVE_TAGS = ("a", "button", "input", "select", "textarea")
 INTERACTIVE_ROLES = (
     "button", "link", "menuitem", "menuitemcheckbox", "menuitemradio",
     "checkbox", "radio", "tab", "option", "switch", "combobox",
 )  # fmt: skip
-ALERT_ROLES = ("alert", "status")
-ALERT_CLASSES = ("toast", "error", "success", "alert")
+ALERT_ROLES = ("alert", "status", "log")
+# Message conventions: Bootstrap, Django, ASP.NET, Parsley and the plain names.
+ALERT_CLASSES = (
+    "toast", "error", "success", "alert", "invalid-feedback", "text-danger", "help-block",
+    "errorlist", "errornote", "field-validation-error", "validation-summary-errors",
+    "error-message", "errormessage", "form-error", "field-error", "parsley-errors-list",
+)  # fmt: skip
 ALERT_CLASSES_SET = frozenset(ALERT_CLASSES)
+MESSAGE_REFERENCES = ("aria-describedby", "aria-errormessage")
+"""A field's pointers to its own messages: the elements they name are messages."""
+HEADING_TAGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
+# Text inside these does not start a block of its own: it belongs to the nearest other ancestor.
+INLINE_TAGS = frozenset(
+    "abbr b bdi bdo big br cite code data del dfn em font i img ins kbd label mark nobr q rp rt "
+    "ruby s samp small span strike strong sub sup td th time tt u var wbr".split()
+)
+# Text that is not shown as page text; for the content layer also the text of links and buttons,
+# which their descriptors already carry.
+_NOT_TEXT = frozenset(
+    ("script", "style", "noscript", "template", "title", "select", "option", "textarea", "iframe")
+)
+_NOT_CONTENT = _NOT_TEXT | {"a", "button"}
 
 # Descriptor fields in display order, with the value an absent field stands for.
 FIELD_DEFAULTS: dict[str, Any] = {
@@ -54,9 +105,19 @@ FIELD_DEFAULTS: dict[str, Any] = {
     "disabled": False,
     "aria-expanded": "",
     "aria-selected": "",
+    "aria-invalid": "",
+    "aria-current": "",
     "href": "",
     "role": "",
 }
+BACKGROUND_TEXT = "⟨…⟩"
+"""Stands in a content block for text the snapshot marked as background: the block then matches
+any text in that place, so a page marked on one side only still compares equal."""
+BACKGROUND_FIELD = "background"
+"""Descriptor field (never a diff line of its own): the background kinds of the element or of
+text inside it."""
+_BACKGROUND_FIELDS = {"text": ("text", "label"), "href": ("href",), "src": ()}
+"""The descriptor fields each background kind covers (``src`` is not in a descriptor)."""
 
 
 class SkeletonError(ValueError):
@@ -65,7 +126,13 @@ class SkeletonError(ValueError):
 
 def empty_skeleton() -> dict:
     """The skeleton of a page with nothing on it."""
-    return {"elements": {}, "alerts": {}}
+    return {
+        "elements": {},
+        "alerts": {},
+        "content": {"headings": [], "texts": [], "truncated": False},
+        "background": [],
+        "scroll": {},
+    }
 
 
 # --- reading HTML ---------------------------------------------------------------------------
@@ -173,6 +240,9 @@ _ATTR_NAMES = (
     "hidden",
     "aria-hidden",
     HIDDEN_ATTR,
+    "aria-expanded",
+    *MESSAGE_REFERENCES,
+    BACKGROUND_ATTR,
 )
 _HIDDEN_TAGS = ("noscript", "template")
 _SELECTED_OPTION = etree.XPath("(.//option[@selected])[1]")
@@ -185,6 +255,7 @@ _LABELS = ("aria-label", "title", "placeholder", "alt")
 _KEEP, _FLAG, _ARIA_FLAG, _KEY, _ID, _NAME, _TYPE, _LABEL = range(8)
 _ATTR_KIND = {
     "value": _KEEP, "href": _KEEP, "aria-expanded": _KEEP, "aria-selected": _KEEP, "role": _KEEP,
+    "aria-invalid": _KEEP, "aria-current": _KEEP,
     "checked": _FLAG, "selected": _FLAG, "disabled": _FLAG,
     "aria-checked": _ARIA_FLAG, "aria-disabled": _ARIA_FLAG,
     ELEMENT_ID_ATTR: _KEY, "id": _ID, "name": _NAME, "type": _TYPE,
@@ -196,13 +267,21 @@ _KEEP_CHARS = {
     "href": HREF_CHARS,
     "aria-expanded": 20,
     "aria-selected": 20,
+    "aria-invalid": 20,
+    "aria-current": 20,
     "role": 40,
 }
 
 
+_SHOWN_TEXT = etree.XPath(".//text()[not(ancestor::script or ancestor::style)]")
+
+
 def _text(el: etree._Element, limit: int) -> str:
     if len(el):
-        raw = etree.tostring(el, method="text", encoding=str, with_tail=False)
+        if next(el.iter("script", "style"), None) is None:
+            raw = etree.tostring(el, method="text", encoding=str, with_tail=False)
+        else:  # rare: a widget with its own script; script text is not shown
+            raw = "".join(_SHOWN_TEXT(el))
     else:
         raw = el.text
         if not raw:
@@ -276,6 +355,13 @@ def _unique(key: str, taken: dict) -> str:
 
 
 _CLASS_VALUES = etree.XPath("/descendant::*/@class", smart_strings=False)
+_ID_VALUES = etree.XPath("/descendant::*/@id")
+_TEXTS = etree.XPath(".//text()")
+_BY_NUMBER = etree.XPath(f"/descendant::*[@{ELEMENT_ID_ATTR}=$value]")
+_BY_ID = etree.XPath("/descendant::*[@id=$value]")
+_HIDING_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
+_NO_DIGITS = str.maketrans("", "", "0123456789")
+_LETTER_HEX = str.maketrans("0123456789abcdef", "ghijklmnopqrstuv")
 
 
 def _alert_class_tokens(root: etree._Element) -> tuple[str, ...]:
@@ -288,10 +374,11 @@ def _alert_class_tokens(root: etree._Element) -> tuple[str, ...]:
     return tuple(token for token in ALERT_CLASSES if token in classes)
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=64)
 def _attribute_query(tokens: tuple[str, ...]) -> etree.XPath:
-    """The attributes that make an element interactive, a message or hidden, in page order."""
+    """The attributes that make an element interactive, a message, hidden or background, in page order."""
     parts = [f"/descendant::*/@{name}" for name in _ATTR_NAMES]
+    parts.append("/descendant::*/@style[contains(., 'none') or contains(., 'hidden')]")
     if tokens:
         parts.append(
             f"/descendant::*/@class[{' or '.join(f'contains(., {token!r})' for token in tokens)}]"
@@ -299,14 +386,167 @@ def _attribute_query(tokens: tuple[str, ...]) -> etree.XPath:
     return etree.XPath(" | ".join(parts))
 
 
+def digits_masked(text: str) -> str:
+    """``text`` without its digits: equal masks mean only digits changed."""
+    return text.translate(_NO_DIGITS)
+
+
+def _kept(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters; a longer text ends in ``…#`` and a digest of all of it.
+
+    The digest is of the text without digits, spelled in letters: a digit-only change past the
+    cut stays digit-only, and masking a kept text never touches its digest.
+    """
+    if len(text) <= limit:
+        return text
+    masked = text.encode().translate(None, b"0123456789")
+    digest = hashlib.blake2b(masked, digest_size=5).hexdigest().translate(_LETTER_HEX)
+    return f"{text[:limit]}…#{digest}"
+
+
+def shown_text(text: str) -> str:
+    """A kept block as an observation line shows it: without the digest."""
+    return text.rpartition("…#")[0] + "…" if "…#" in text else text
+
+
+def _message_blocks(region: etree._Element, hidden: set, ticking: set) -> list[str]:
+    """The texts of a message region, one per block (nearest ancestor that is not inline); text
+    the snapshot marked as background (a relative time in a message) is left out."""
+    blocks: dict[etree._Element, list[str]] = {}
+    for text in _TEXTS(region):
+        if text.isspace():
+            continue
+        owner = text.getparent()
+        if text.is_tail:
+            owner = owner.getparent()
+        while owner is not None:
+            if owner in hidden or owner in ticking or owner.tag in _NOT_TEXT:
+                owner = None
+            elif owner.tag in INLINE_TAGS and owner is not region:
+                owner = owner.getparent()
+            else:
+                break
+        if owner is not None:
+            blocks.setdefault(owner, []).append(text)
+    return _joined(blocks.values())
+
+
+def _content_blocks(
+    root: etree._Element, skipped: set, ticking: set
+) -> tuple[list[tuple[etree._Element, str]], bool]:
+    """The page text of ``<body>`` as ``[(block element, text)]`` in page order, and whether
+    :data:`MAX_BLOCKS` cut it short. Subtrees of ``skipped`` elements and of :data:`_NOT_CONTENT`
+    tags are left out; the text of a ``ticking`` (background) element is :data:`BACKGROUND_TEXT`.
+
+    One walk in document order: an element's block is itself, or its parent's block when it is
+    inline, so no text node climbs its ancestors.
+    """
+    body = root.find("body")
+    if body is None:
+        return [], False
+    block_of: dict[etree._Element, etree._Element | None] = {body: body}
+    pieces: list[tuple[etree._Element, str]] = [(body, body.text or "")]
+    for el in body.iterdescendants():
+        outer = block_of.get(el.getparent())
+        if outer is None:
+            block_of[el] = None  # inside a left-out subtree: so is its tail
+            continue
+        tag = el.tag
+        if tag in _NOT_CONTENT or el in skipped:
+            block = None
+        elif el in ticking:
+            pieces.append((outer if tag in INLINE_TAGS else el, BACKGROUND_TEXT))
+            block = None
+        else:
+            block = outer if tag in INLINE_TAGS else el
+            if el.text:
+                pieces.append((block, el.text))
+        block_of[el] = block
+        if el.tail:
+            pieces.append((outer, el.tail))
+    blocks: dict[etree._Element, list[str]] = {}
+    for owner, text in pieces:
+        if text.isspace() or not text:
+            continue
+        parts = blocks.get(owner)
+        if parts is not None:
+            parts.append(text)
+        elif len(blocks) < MAX_BLOCKS:
+            blocks[owner] = [text]
+        else:
+            return _joined_blocks(blocks), True
+    return _joined_blocks(blocks), False
+
+
+def _normalised(parts: Iterable[str]) -> str:
+    return " ".join(" ".join(parts).split())
+
+
+def _joined(parts_of_blocks: Iterable[list[str]]) -> list[str]:
+    return [text for text in map(_normalised, parts_of_blocks) if text]
+
+
+def _joined_blocks(blocks: dict[etree._Element, list[str]]) -> list[tuple[etree._Element, str]]:
+    joined = ((el, _normalised(parts)) for el, parts in blocks.items())
+    return [(el, text) for el, text in joined if text]
+
+
+def _locator(el: etree._Element) -> tuple[str, str]:
+    """How to find ``el`` again in the next snapshot: its number, its id, else its path."""
+    number = el.get(ELEMENT_ID_ATTR)
+    if number:
+        return "number", number
+    el_id = el.get("id")
+    if el_id:
+        return "id", el_id
+    return "path", el.getroottree().getpath(el)
+
+
+def carry_background(root: etree._Element | None, before: Any) -> None:
+    """Mark on ``root`` (in place) the elements ``before`` (a skeleton) knew as background.
+
+    The snapshot script marks what it saw change on its own; a client that marked only the page an
+    action was chosen on still gets those elements treated as background in the page after it.
+    """
+    if root is None or not isinstance(before, dict):
+        return
+    marks = before.get("background")
+    if not isinstance(marks, list):
+        return
+    for mark in marks[:MAX_MARKS]:
+        if not (
+            isinstance(mark, list) and len(mark) == 3 and all(isinstance(m, str) for m in mark)
+        ):
+            continue
+        how, value, kinds = mark
+        try:
+            if how == "number":
+                found = _BY_NUMBER(root, value=value)
+            elif how == "id":
+                found = _BY_ID(root, value=value)
+            else:
+                found = root.xpath(value) if value.startswith("/") else []
+        except (etree.XPathError, TypeError):  # a path from another page or version
+            continue
+        for el in found[:1]:
+            if isinstance(el, etree._Element):
+                merged = set((el.get(BACKGROUND_ATTR) or "").split()) | set(kinds.split())
+                el.set(BACKGROUND_ATTR, " ".join(sorted(merged)))
+
+
 def skeleton_from_tree(root: etree._Element | None) -> dict:
     """The skeleton of a parsed page (see the module docstring)."""
     if root is None:
         return empty_skeleton()
     hidden_roots = list(root.iter(*_HIDDEN_TAGS))
-    # Interactive by role, contenteditable or the snapshot's number; a dict keeps page order once.
-    by_attribute: dict[etree._Element, None] = {}
+    # Interactive by role, contenteditable or the snapshot's number (True), or a container whose
+    # aria-expanded is its only state (False); a dict keeps page order once. ``editable``: its text
+    # is the descriptor's, not page content.
+    by_attribute: dict[etree._Element, bool] = {}
+    editable: list[etree._Element] = []
     alert_candidates: list[etree._Element] = []
+    references: set[str] = set()
+    marked: list[etree._Element] = []
     for attr in _attribute_query(_alert_class_tokens(root))(root):
         name, el = attr.attrname, attr.getparent()
         if name == "class":
@@ -314,27 +554,44 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
                 alert_candidates.append(el)
         elif name == "role":
             if attr in INTERACTIVE_ROLES:
-                by_attribute[el] = None
+                by_attribute[el] = True
             elif attr in ALERT_ROLES:
                 alert_candidates.append(el)
         elif name == ELEMENT_ID_ATTR:
-            by_attribute[el] = None
+            by_attribute[el] = True
+        elif name == "aria-expanded":
+            by_attribute.setdefault(el, False)
         elif name == "contenteditable":
             if attr != "false":
-                by_attribute[el] = None
+                by_attribute[el] = True
+                editable.append(el)
         elif name == "aria-live":
             if attr != "off":
                 alert_candidates.append(el)
         elif name == "data-toast":
             alert_candidates.append(el)
+        elif name in MESSAGE_REFERENCES:
+            references.update(attr.split())
+        elif name == BACKGROUND_ATTR:
+            marked.append(el)
+        elif name == "style":
+            if _HIDING_STYLE.search(attr):
+                hidden_roots.append(el)
         elif name != "aria-hidden" or attr == "true":
             hidden_roots.append(el)
+    if references:
+        alert_candidates += [a.getparent() for a in _ID_VALUES(root) if a in references]
     hidden: set[etree._Element] = set()
     for el in hidden_roots:
         if el not in hidden:
             hidden.update(el.iter())
 
     elements: dict[str, dict] = {}
+    keys: dict[etree._Element, str] = {}
+    # Roots of what the content layer leaves out: hidden, messages, background, and text an
+    # element descriptor already carries (inline links and buttons are left out by tag).
+    skipped = set(hidden_roots)
+    skipped.update(editable)
     unkeyed: Counter[str] = Counter()
     extra = (el for el in by_attribute if el.tag not in INTERACTIVE_TAGS)
     for group in (root.iter(*INTERACTIVE_TAGS), extra):
@@ -346,11 +603,18 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
             if found is None:
                 continue
             key, desc = found
+            if by_attribute.get(el) is False and tag not in INTERACTIVE_TAGS:
+                desc.pop("text", None)  # a container's text is page content, its state is its own
             if not key:
                 key = f"{tag}[{unkeyed[tag]}]"
                 unkeyed[tag] += 1
-            elements[_unique(key, elements) if key in elements else key] = desc
+            if key in elements:
+                key = _unique(key, elements)
+            elements[key] = desc
+            if marked:
+                keys[el] = key
 
+    ticking = {el for el in marked if "text" in (el.get(BACKGROUND_ATTR) or "").split()}
     alerts: dict[str, str] = {}
     taken: set[etree._Element] = set()
     for el in alert_candidates:
@@ -358,10 +622,61 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
         if el in hidden or el in taken or any(ancestor in taken for ancestor in el.iterancestors()):
             continue
         taken.add(el)
-        text = _text(el, ALERT_CHARS)
-        if text:
-            alerts[str(len(alerts))] = text
-    return {"elements": elements, "alerts": alerts}
+        skipped.add(el)
+        # One entry per text block of the region: a new message is never cut off or glued on.
+        for text in _message_blocks(el, hidden, ticking):
+            alerts[str(len(alerts))] = _kept(text, ALERT_CHARS)
+
+    background = _background(marked, hidden, keys, elements)
+    blocks, truncated = _content_blocks(root, skipped, ticking)
+    headings: list[str] = []
+    texts: list[str] = []
+    for el, text in blocks:
+        kept = _kept(text, BLOCK_CHARS)
+        if el.tag in HEADING_TAGS or el.get("role") == "heading":
+            headings.append(kept)
+        else:
+            texts.append(kept)
+    scroll = {
+        name: value
+        for name, value in (
+            ("position", root.get(SCROLL_ATTR)),
+            ("viewport", root.get(VIEWPORT_ATTR)),
+        )
+        if value is not None
+    }
+    return {
+        "elements": elements,
+        "alerts": alerts,
+        "content": {"headings": headings, "texts": texts, "truncated": truncated},
+        "background": background,
+        "scroll": scroll,
+    }
+
+
+def _background(
+    marked: list[etree._Element],
+    hidden: set,
+    keys: dict[etree._Element, str],
+    elements: dict[str, dict],
+) -> list[list[str]]:
+    """Record the snapshot's background marks on the descriptors of the elements they are in, and
+    as locators for the next page."""
+    found = []
+    for el in marked:
+        kinds = sorted(set((el.get(BACKGROUND_ATTR) or "").split()).intersection(BACKGROUND_KINDS))
+        if not kinds or el in hidden:
+            continue
+        for holder in (el, *el.iterancestors()):
+            key = keys.get(holder)
+            if key is not None:
+                desc = elements[key]
+                desc[BACKGROUND_FIELD] = " ".join(
+                    sorted(set(desc.get(BACKGROUND_FIELD, "").split()).union(kinds))
+                )
+        if len(found) < MAX_MARKS:
+            found.append([*_locator(el), " ".join(kinds)])
+    return found
 
 
 def extract_semantic_skeleton(html: str | bytes | None) -> dict:
@@ -448,12 +763,139 @@ def _field_order(field: str) -> tuple[int, str]:
 _ABSENT = object()
 
 
-def diff_skeletons(before: dict, after: dict, limit: int = 40) -> list[str]:
+def _ignored_fields(key: str, before: dict, after: dict, target: str | None) -> set[str]:
+    """Fields of element ``key`` that change on their own (its background kinds), unless targeted."""
+    if key == target:
+        return {BACKGROUND_FIELD}
+    kinds = set(before.get(BACKGROUND_FIELD, "").split()) | set(
+        after.get(BACKGROUND_FIELD, "").split()
+    )
+    return {BACKGROUND_FIELD}.union(*(_BACKGROUND_FIELDS.get(kind, ()) for kind in kinds))
+
+
+def _blocks(content: Any, field: str) -> list[str]:
+    blocks = content.get(field, [])
+    if not isinstance(blocks, list) or not all(isinstance(b, str) for b in blocks):
+        raise SkeletonError(f"content {field!r} is a list of texts")
+    return blocks
+
+
+def _changed_blocks(before: list[str], after: list[str]) -> tuple[list[str], list[str]]:
+    """(gone, new) blocks as multisets, in page order, without pairs that differ only in digits
+    (an unmarked ticker: background by the old rule)."""
+    b_count, a_count = Counter(before), Counter(after)
+    gone, new = _each(before, b_count - a_count), _each(after, a_count - b_count)
+    if not (gone and new):
+        return gone, new
+    ticked = Counter(map(digits_masked, gone)) & Counter(map(digits_masked, new))
+    if ticked:
+        gone, new = _without(gone, ticked), _without(new, ticked)
+    return _unmatched(gone, new)
+
+
+def _unmatched(gone: list[str], new: list[str]) -> tuple[list[str], list[str]]:
+    """(gone, new) without pairs where a block with background text matches the other one."""
+    if not any(BACKGROUND_TEXT in text for text in (*gone, *new)):
+        return gone, new
+    new = list(new)
+    kept = []
+    for old in gone:
+        match = next((n for n, text in enumerate(new) if _same_but_background(old, text)), None)
+        if match is None:
+            kept.append(old)
+        else:
+            del new[match]
+    return kept, new
+
+
+def _same_but_background(a: str, b: str) -> bool:
+    for pattern, text in ((a, b), (b, a)):
+        if BACKGROUND_TEXT in pattern:
+            parts = map(re.escape, pattern.split(BACKGROUND_TEXT))
+            if re.fullmatch(".*".join(parts), text, re.DOTALL):
+                return True
+    return False
+
+
+def _without(texts: list[str], masks: Counter[str]) -> list[str]:
+    remaining = Counter(masks)
+    kept = []
+    for text in texts:
+        mask = digits_masked(text)
+        if remaining[mask] > 0:
+            remaining[mask] -= 1
+        else:
+            kept.append(text)
+    return kept
+
+
+def _content_lines(before: dict, after: dict) -> list[str]:
+    """Headings and text blocks that changed; nothing when either skeleton has no content layer."""
+    b_content, a_content = before.get("content"), after.get("content")
+    if b_content is None or a_content is None:
+        return []  # a before_state from before the content layer
+    if not isinstance(b_content, dict) or not isinstance(a_content, dict):
+        raise SkeletonError("a skeleton's 'content' is a map")
+    lines = []
+    for field, noun in (("headings", "Heading"), ("texts", "Text")):
+        b_blocks, a_blocks = _blocks(b_content, field), _blocks(a_content, field)
+        if b_blocks == a_blocks:
+            continue
+        gone, new = _changed_blocks(b_blocks, a_blocks)
+        # As many gone as new: edits in place, read in page order.
+        if gone and len(gone) == len(new):
+            lines += [
+                f"{noun} changed from '{shown_text(old)}' to '{shown_text(text)}'"
+                for old, text in zip(gone, new, strict=True)
+            ]
+            continue
+        lines += [f"New {noun.lower()} appeared: '{shown_text(text)}'" for text in new]
+        lines += [f"{noun} disappeared: '{shown_text(text)}'" for text in gone]
+    if lines and (b_content.get("truncated") or a_content.get("truncated")):
+        lines.append(f"(page text compared over its first {MAX_BLOCKS} blocks)")
+    return lines
+
+
+def _numbers(viewport: Any) -> set[str]:
+    """Element numbers of a viewport attribute (``"1-4 7"``); nothing for anything malformed."""
+    numbers: set[str] = set()
+    for part in str(viewport or "").split():
+        first, _, last = part.partition("-")
+        if first.isdigit() and (not last or last.isdigit()):
+            numbers.update(str(n) for n in range(int(first), int(last or first) + 1)[:10_000])
+    return numbers
+
+
+def _scroll_lines(before: dict, after: dict, elements: dict[str, dict]) -> list[str]:
+    """A line when the window scrolled, naming the numbered elements that came into view."""
+    b_scroll, a_scroll = before.get("scroll"), after.get("scroll")
+    if not (isinstance(b_scroll, dict) and isinstance(a_scroll, dict)):
+        return []
+    was, now = b_scroll.get("position"), a_scroll.get("position")
+    if not was or not now or was == now:
+        return []
+    seen = _numbers(b_scroll.get("viewport"))
+    came = [
+        key for key in elements if key in _numbers(a_scroll.get("viewport")) and key not in seen
+    ]
+    line = f"Page scrolled from ({was}) to ({now})"
+    if came:
+        shown = ", ".join(describe_element(key, elements[key]) for key in came[:5])
+        more = f" and {len(came) - 5} more" if len(came) > 5 else ""
+        line += f"; {len(came)} elements came into view: {shown}{more}"
+    return [line]
+
+
+def diff_skeletons(
+    before: dict, after: dict, limit: int = 40, target: str | None = None
+) -> list[str]:
     """Human-readable changes from ``before`` to ``after``, in a stable order, at most ``limit`` lines
     plus one summary line (``... and 37 more changes``).
 
-    Order: new messages, changed elements (page order), new elements, elements that disappeared,
-    messages that disappeared. Raises :class:`SkeletonError` on a malformed skeleton.
+    ``target`` is the key of the element the action named: its background fields count.
+    Order: new messages, heading changes, changed elements (page order), new elements, elements
+    that disappeared, text changes, messages that disappeared, scrolling. Raises
+    :class:`SkeletonError` on a malformed skeleton.
     """
     b_elements, b_alerts = _check_shape(before)
     a_elements, a_alerts = _check_shape(after)
@@ -470,27 +912,33 @@ def diff_skeletons(before: dict, after: dict, limit: int = 40) -> list[str]:
     shared = len(a_elements) - len(appeared)
     gone = [k for k in b_elements if k not in a_elements] if len(b_elements) > shared else []
     b_texts, a_texts = Counter(b_alerts.values()), Counter(a_alerts.values())
-    if not (changed or appeared or gone) and b_texts == a_texts:
+    content = _content_lines(before, after)
+    scrolled = _scroll_lines(before, after, a_elements)
+    if not (changed or appeared or gone or content or scrolled) and b_texts == a_texts:
         return []
 
     lines = [
-        f"New message/alert appeared: '{text}'"
+        f"New message/alert appeared: '{shown_text(text)}'"
         for text in _each(a_alerts.values(), a_texts - b_texts)
     ]
+    lines += [line for line in content if line.startswith(("Heading", "New heading"))]
     _touched(a_elements, appeared)
     _touched(b_elements, gone)
     if changed:
         _touched(a_elements, _touched(b_elements, changed))
         for key, fields in _field_changes(b_elements, a_elements, changed).items():
-            for field in sorted(fields, key=_field_order):
+            ignored = _ignored_fields(key, b_elements[key], a_elements[key], target)
+            for field in sorted(fields.keys() - ignored, key=_field_order):
                 old, new = fields[field]
                 lines.append(f"Element '{key}' changed '{field}' from {_fmt(old)} to {_fmt(new)}")
     lines += [f"New element appeared: {describe_element(k, a_elements[k])}" for k in appeared]
     lines += [f"Element disappeared: {describe_element(k, b_elements[k])}" for k in gone]
+    lines += [line for line in content if not line.startswith(("Heading", "New heading"))]
     lines += [
-        f"Message/alert disappeared: '{text}'"
+        f"Message/alert disappeared: '{shown_text(text)}'"
         for text in _each(b_alerts.values(), b_texts - a_texts)
     ]
+    lines += scrolled
 
     if len(lines) > limit:
         return lines[:limit] + [f"... and {len(lines) - limit} more changes"]
@@ -506,3 +954,28 @@ def _each(texts: Any, wanted: Counter[str]) -> list[str]:
             remaining[text] -= 1
             picked.append(text)
     return picked
+
+
+def page_identity(skeleton: dict) -> str:
+    """The skeleton as a stable string without what changes on its own: fields an element's
+    background mark covers, digits of page text, the marks themselves and the scroll position."""
+    elements = skeleton.get("elements")
+    if isinstance(elements, dict):
+        elements = {
+            key: {
+                field: value
+                for field, value in desc.items()
+                if field not in _ignored_fields(key, desc, desc, None)
+            }
+            if isinstance(desc, dict)
+            else desc
+            for key, desc in elements.items()
+        }
+    content = skeleton.get("content")
+    if isinstance(content, dict):
+        content = {
+            field: [digits_masked(t) for t in content.get(field, []) if isinstance(t, str)]
+            for field in ("headings", "texts")
+        }
+    stable = {"elements": elements, "alerts": skeleton.get("alerts"), "content": content}
+    return json.dumps(stable, sort_keys=True, separators=(",", ":"))

@@ -133,6 +133,7 @@ async def observe_action(
         current_url,
         client_observations,
         current_active_element,
+        action,
     )
     # The page the action acted on: the same action there again is a repeat, whatever happens next.
     fingerprint = action_fingerprint(action, before_state)

@@ -8,7 +8,7 @@ from veriloop.prompts.progress import Situation, step_messages
 SYSTEM = f"""You choose the next browser action that carries out the instruction on the page.
 Answer with exactly one action, written as one of:
   click(ID)  setValue(ID, "text")  selectOption(ID, "option")  press("Key")  press(ID, "Key")
-  navigate("url")  goBack()  scroll("down"|"up"|"top"|"bottom")  scroll(ID)  wait(SECONDS)
+  navigate("url")  goBack()  refresh()  scroll("down"|"up"|"top"|"bottom")  scroll(ID)  wait(SECONDS)
 ID is the data-veriloop-id number of an element in the page excerpt; never invent one.
 Do not answer finish() or fail(): whether the task is complete is decided by verifying the page.
 {PAGE_DATA_RULE}"""

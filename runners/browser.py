@@ -256,6 +256,8 @@ class PageSession:
             return Execution(ok=True)
         if kind == "navigate":
             self.goto(action.text or "")
+        elif kind == "refresh":
+            page.reload(wait_until="domcontentloaded", timeout=self.navigation_timeout_s * 1000)
         elif kind == "go_back":
             if (
                 page.go_back(

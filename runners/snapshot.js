@@ -8,10 +8,12 @@
  *   markAction()        call right before executing an action: starts the witness window.
  *   snapshot(options)   waits for stability, then resolves to
  *                       {url, dom, activeElement, clientObservations, stability}.
+ *   refresh()           the refresh() action: marks it (unless marked) and reloads the page.
  *
  * The attribute names below equal veriloop.schemas.page_contract (a test checks it).
  * Only ELEMENT_ID_ATTR is written to the live page (so actions can find elements);
- * hidden marks and live form state go into the serialized copy only.
+ * hidden and background marks, scroll position, viewport and live form state go into the
+ * serialized copy only.
  */
 (function () {
   "use strict";
@@ -19,6 +21,10 @@
 
   const ELEMENT_ID_ATTR = "data-veriloop-id";
   const HIDDEN_ATTR = "data-veriloop-hidden";
+  const BACKGROUND_ATTR = "data-veriloop-background";
+  const SCROLL_ATTR = "data-veriloop-scroll";
+  const VIEWPORT_ATTR = "data-veriloop-viewport";
+  const BACKGROUND_ATTRIBUTES = new Set(["href", "src"]);
   const MARK_KEY = "__veriloop_mark";
   const REDACTED = "********";
   const DEFAULTS = { networkIdleMs: 500, domQuietMs: 300, minWaitMs: 500, maxWaitMs: 5000, pollMs: 50 };
@@ -45,10 +51,22 @@
     mutationSinceMark: false,
     actionWindowOpen: false,
     highestId: 0,
+    snapshots: 0,
   };
   // Elements whose text changed while no action was pending (clocks, tickers, counters; not
   // live regions): their later text-only changes are background, neither a witness nor unrest.
   const backgroundText = new WeakSet();
+  // What the snapshot marks with BACKGROUND_ATTR: element -> kinds ("text", "href", "src") that
+  // changed while no action was pending, counted once this document has been snapshotted (what a
+  // page does while it first renders is not background).
+  const backgroundKinds = new WeakMap();
+  function noteBackground(el, kind) {
+    if (!el || state.actionWindowOpen || state.snapshots === 0) return;
+    if (kind === "text" && el.closest(ANNOUNCEMENTS)) return;
+    const kinds = backgroundKinds.get(el) || new Set();
+    kinds.add(kind);
+    backgroundKinds.set(el, kinds);
+  }
 
   // A mark left by the previous document of this tab: this document was loaded by the action.
   const inherited = readMark();
@@ -131,8 +149,12 @@
     for (const record of records) {
       // Our own id numbering is not a change of the page.
       if (record.type === "attributes" && record.attributeName === ELEMENT_ID_ATTR) continue;
+      if (record.type === "attributes" && BACKGROUND_ATTRIBUTES.has(record.attributeName)) {
+        noteBackground(record.target, record.attributeName);
+      }
       if (isTextOnly(record)) {
         const owner = record.type === "characterData" ? record.target.parentElement : record.target;
+        noteBackground(owner, "text");
         if (owner && backgroundText.has(owner)) continue;
         if (owner && !state.actionWindowOpen && !owner.closest(ANNOUNCEMENTS)) backgroundText.add(owner);
       }
@@ -226,6 +248,13 @@
     state.highestId = highest;
   }
 
+  // ---- refresh --------------------------------------------------------------------------------
+  function refresh() {
+    if (!state.actionWindowOpen) markAction(); // the reloaded document inherits the mark
+    location.reload();
+    return { url: location.href };
+  }
+
   // ---- serialization ------------------------------------------------------------------------
   function isHidden(el) {
     if (typeof el.checkVisibility === "function") {
@@ -269,9 +298,13 @@
     const copyAll = [copy, ...copy.querySelectorAll("*")];
     if (liveAll.length !== copyAll.length) return copy.outerHTML; // cannot happen; never guess pairs
     let hiddenUntil = null; // a hidden ancestor hides its whole subtree
+    copy.setAttribute(SCROLL_ATTR, `${Math.round(window.scrollX)},${Math.round(window.scrollY)}`);
+    copy.setAttribute(VIEWPORT_ATTR, inViewport());
     for (let i = 0; i < liveAll.length; i += 1) {
       const live = liveAll[i];
       mirrorLiveState(live, copyAll[i]);
+      const kinds = backgroundKinds.get(live);
+      if (kinds) copyAll[i].setAttribute(BACKGROUND_ATTR, [...kinds].sort().join(" "));
       if (!document.body || !document.body.contains(live) || NOT_RENDERED.has(live.tagName)) continue;
       if (hiddenUntil && hiddenUntil.contains(live)) {
         copyAll[i].setAttribute(HIDDEN_ATTR, "1");
@@ -281,6 +314,28 @@
       }
     }
     return copy.outerHTML;
+  }
+
+  // Numbers of the numbered elements inside the viewport, as ranges: "1-4 7 12-15".
+  function inViewport() {
+    const numbers = [];
+    const width = window.innerWidth;
+    const height = window.innerHeight;
+    for (const el of document.querySelectorAll(`[${ELEMENT_ID_ATTR}]`)) {
+      const box = el.getBoundingClientRect();
+      if (box.width === 0 && box.height === 0) continue;
+      if (box.bottom > 0 && box.right > 0 && box.top < height && box.left < width) {
+        numbers.push(Number.parseInt(el.getAttribute(ELEMENT_ID_ATTR), 10));
+      }
+    }
+    numbers.sort((a, b) => a - b);
+    const ranges = [];
+    for (const n of numbers) {
+      const last = ranges[ranges.length - 1];
+      if (last && n === last[1] + 1) last[1] = n;
+      else if (!last || n !== last[1]) ranges.push([n, n]);
+    }
+    return ranges.map(([a, b]) => (a === b ? `${a}` : `${a}-${b}`)).join(" ");
   }
 
   function describeActiveElement() {
@@ -318,12 +373,24 @@
     };
     // The action's window closes with its snapshot; later changes happen on their own.
     state.actionWindowOpen = false;
+    state.snapshots += 1;
     writeMark(null);
     return result;
   }
 
   Object.defineProperty(window, "__veriloop", {
-    value: Object.freeze({ version: 1, ELEMENT_ID_ATTR, HIDDEN_ATTR, DEFAULTS, markAction, snapshot }),
+    value: Object.freeze({
+      version: 1,
+      ELEMENT_ID_ATTR,
+      HIDDEN_ATTR,
+      BACKGROUND_ATTR,
+      SCROLL_ATTR,
+      VIEWPORT_ATTR,
+      DEFAULTS,
+      markAction,
+      snapshot,
+      refresh,
+    }),
     configurable: false,
     enumerable: false,
     writable: false,

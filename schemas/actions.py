@@ -2,7 +2,7 @@
 
 ``click(169)``, ``setValue(12, "Jas")``, ``selectOption(7, "Red")``,
 ``press("Enter")`` or ``press(12, "Enter")``, ``navigate("https://...")``,
-``goBack()``, ``scroll("down")`` or ``scroll(12)``, ``wait(0.5)``,
+``goBack()``, ``refresh()``, ``scroll("down")`` or ``scroll(12)``, ``wait(0.5)``,
 ``finish()``, ``fail("reason")``. The parser is strict: anything that is not
 exactly one of these forms raises :class:`ActionParseError`, never a guess.
 """
@@ -24,6 +24,7 @@ ActionKind = Literal[
     "press",
     "navigate",
     "go_back",
+    "refresh",
     "scroll",
     "wait",
     "finish",
@@ -38,6 +39,7 @@ PROTOCOL_NAMES: dict[str, str] = {
     "press": "press",
     "navigate": "navigate",
     "go_back": "goBack",
+    "refresh": "refresh",
     "scroll": "scroll",
     "wait": "wait",
     "finish": "finish",
@@ -148,6 +150,7 @@ _SIGNATURES: dict[str, list[tuple[tuple[type, ...], tuple[str, ...]]]] = {
     "press": [((str,), ("text",)), ((int, str), ("element_id", "text"))],
     "navigate": [((str,), ("text",))],
     "go_back": [((), ())],
+    "refresh": [((), ())],
     "scroll": [((str,), ("text",)), ((int,), ("element_id",))],
     "wait": [((float,), ("seconds",))],
     "finish": [((), ())],

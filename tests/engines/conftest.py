@@ -1,4 +1,8 @@
-"""Pages for the engine tests: a small form with a ticker, built with the mutations verification must see."""
+"""Pages for the engine tests: a small form with a ticker, built with the mutations verification must see.
+
+The rotating quote carries the background mark the snapshot script writes on an element that
+changed while no action was pending; the clock is unmarked (an older client).
+"""
 
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ FORM = """<!DOCTYPE html>
     <button id="save" data-veriloop-id="14">{button}</button>
   </form>
   {alert}
-  <footer>Quote of the minute: {quote}</footer>
+  <footer data-veriloop-background="text">Quote of the minute: {quote}</footer>
 </body></html>"""
 
 

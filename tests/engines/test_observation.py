@@ -243,3 +243,35 @@ def test_client_saw_something(page, client, saw):
         ).client_saw_something
         is saw
     )
+
+
+SEQUENCE = """<html><body><div id="query">Click button ONE, then click button TWO.</div>
+  <button id="one" data-veriloop-id="1"{selected}>ONE</button>
+  <button id="two" data-veriloop-id="2">TWO</button></body></html>"""
+FOCUSED_ONE = 'button#one[data-veriloop-id="1"]'
+
+
+def test_a_click_that_moved_focus_onto_its_element_is_a_change():
+    # MiniWoB click-button-sequence: the first click changes nothing in the DOM but the focus.
+    page = SEQUENCE.format(selected="")
+    result = build_observation_list(
+        before(page), page, URL, current_active_element=FOCUSED_ONE, action="click(1)"
+    )
+    assert result.meaningful_content_change is True
+    assert "The clicked element '1' (button 'ONE') took focus" in result.observations
+
+
+@pytest.mark.parametrize(
+    ("selected", "action", "focused"),
+    [
+        (' aria-selected="true"', "click(1)", FOCUSED_ONE),  # the tab that is already open
+        ("", "click(2)", FOCUSED_ONE),  # focus went elsewhere than the clicked element
+        ("", None, FOCUSED_ONE),  # no action to attribute it to
+    ],
+)
+def test_focus_is_no_change_otherwise(selected, action, focused):
+    page = SEQUENCE.format(selected=selected)
+    result = build_observation_list(
+        before(page), page, URL, current_active_element=focused, action=action
+    )
+    assert result.meaningful_content_change is False

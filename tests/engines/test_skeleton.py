@@ -184,10 +184,17 @@ def test_a_message_nested_in_a_message_counts_once():
 
 
 @pytest.mark.parametrize(
-    "html", ["", "   ", "<!-- only a comment -->", None, b"", b"\x00\x00", "<<<>>>", "</div></p>"]
+    "html", ["", "   ", "<!-- only a comment -->", None, b"", b"\x00\x00", "</div></p>"]
 )
 def test_empty_and_degenerate_input_gives_an_empty_skeleton(html):
     assert extract_semantic_skeleton(html) == empty_skeleton()
+
+
+def test_stray_angle_brackets_are_page_text():
+    assert extract_semantic_skeleton("<<<>>>") == {
+        **empty_skeleton(),
+        "content": {"headings": [], "texts": ["<<<>>>"], "truncated": False},
+    }
 
 
 def test_malformed_html_is_recovered():
@@ -366,3 +373,12 @@ def test_a_mostly_changed_descriptor_still_diffs_per_field():
         "Element 'f' changed 'value' from '' to 'a@b.c'",
         "Element 'f' changed 'disabled' from false to true",
     ]
+
+
+def test_aria_expanded_keeps_a_buttons_text_and_gives_a_container_only_its_state():
+    got = extract_semantic_skeleton(
+        '<button id="toggle" aria-expanded="false">Menu</button>'
+        '<ul id="menu" aria-expanded="false"><li>Home</li></ul>'
+    )["elements"]
+    assert got["toggle"] == {"tag": "button", "text": "Menu", "aria-expanded": "false"}
+    assert got["menu"] == {"tag": "ul", "aria-expanded": "false"}

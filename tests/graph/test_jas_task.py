@@ -74,7 +74,9 @@ def test_add_patient_jas_verifies_every_action_and_completes_once(agent, jas, ob
     # The verdict on click(7) was asked about click(7), with observations rather than the page.
     last_verification = [r for r in jas.requests if r.purpose == "verification"][-1]
     assert "click(7)" in last_verification.text and "Patient Jas added" in last_verification.text
-    assert "Ana Costa" not in last_verification.text
+    assert (
+        "<tbody>" not in last_verification.text and "data-veriloop-id" not in last_verification.text
+    )
 
     with pytest.raises(TaskFinishedError) as finished:
         agent.step(observe("patient_saved", task_id=first.task_id))

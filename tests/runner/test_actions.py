@@ -124,3 +124,14 @@ def test_action_the_page_refuses_is_reported(controls: PageSession) -> None:
     assert execution.client_verification is None  # the element exists; it just cannot be clicked
     wrong_kind = controls.execute(parse_action(f'selectOption({_vid(controls, "name")}, "x")'))
     assert wrong_kind.ok is False
+
+
+def test_refresh_reloads_the_page_and_the_script_sees_it(controls: PageSession) -> None:
+    _do(controls, f"click({_vid(controls, 'counter-button')})")
+    assert controls.page.text_content("#count") == "1"
+    controls.mark_action()
+    _do(controls, "refresh()")
+    assert controls.page.text_content("#count") == "0"
+    snap = controls.snapshot()  # the reloaded document inherited the action's mark
+    assert snap.client_observations.did_network_occur is True
+    assert snap.client_observations.did_url_change is False

@@ -7,9 +7,17 @@ import re
 import pytest
 from lxml import html as lxml_html
 
+from veriloop.engines.observation import build_observation_list, capture_page_state
 from veriloop.engines.skeleton import extract_semantic_skeleton
 from veriloop.runners.browser import PageSession, snapshot_script
-from veriloop.schemas.page_contract import ELEMENT_ID_ATTR, HIDDEN_ATTR
+from veriloop.schemas.actions import parse_action
+from veriloop.schemas.page_contract import (
+    BACKGROUND_ATTR,
+    ELEMENT_ID_ATTR,
+    HIDDEN_ATTR,
+    SCROLL_ATTR,
+    VIEWPORT_ATTR,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -31,12 +39,15 @@ def _element(dom: str, html_id: str):
 def test_script_spells_the_page_contract_names(session: PageSession, pages_url: str) -> None:
     source = snapshot_script()
     assert re.search(r'const ELEMENT_ID_ATTR = "([^"]+)"', source).group(1) == ELEMENT_ID_ATTR
-    assert re.search(r'const HIDDEN_ATTR = "([^"]+)"', source).group(1) == HIDDEN_ATTR
+    contract = [ELEMENT_ID_ATTR, HIDDEN_ATTR, BACKGROUND_ATTR, SCROLL_ATTR, VIEWPORT_ATTR]
+    names = ["ELEMENT_ID_ATTR", "HIDDEN_ATTR", "BACKGROUND_ATTR", "SCROLL_ATTR", "VIEWPORT_ATTR"]
+    for name, value in zip(names, contract, strict=True):
+        assert re.search(rf'const {name} = "([^"]+)"', source).group(1) == value
     session.goto(f"{pages_url}/controls.html")
-    names = session.page.evaluate(
-        "() => [window.__veriloop.ELEMENT_ID_ATTR, window.__veriloop.HIDDEN_ATTR]"
+    spelled = session.page.evaluate(
+        f"() => [{', '.join(f'window.__veriloop.{name}' for name in names)}]"
     )
-    assert names == [ELEMENT_ID_ATTR, HIDDEN_ATTR]
+    assert spelled == contract
 
 
 def test_ids_are_stable_and_never_reused(session: PageSession, pages_url: str) -> None:
@@ -235,3 +246,67 @@ def test_stability_gives_up_on_a_page_that_never_settles(
         session.page.evaluate("() => Number(document.getElementById('busy').dataset.count)")
         >= count_in_snapshot
     )
+
+
+# --- background marks, scroll position and viewport (the content the diff reads) ----------------
+
+
+def _state(snapshot):
+    return capture_page_state(snapshot.url, snapshot.dom, snapshot.active_element)
+
+
+def _verified(session: PageSession, before, action: str):
+    session.mark_action()
+    assert session.execute(parse_action(action)).ok
+    after = session.snapshot()
+    return build_observation_list(
+        _state(before), after.dom, after.url, after.client_observations, action=action
+    )
+
+
+def test_elements_that_change_on_their_own_are_marked_and_ignored(
+    session: PageSession, pages_url: str
+) -> None:
+    session.goto(f"{pages_url}/background.html")
+    session.snapshot()  # what the page does before its first snapshot is rendering, not background
+    session.page.wait_for_timeout(500)
+    before = session.snapshot()
+    assert _element(before.dom, "quote").get(BACKGROUND_ATTR) == "text"
+    assert _element(before.dom, "ad").get(BACKGROUND_ATTR) == "href"
+    assert _element(before.dom, "age").get(BACKGROUND_ATTR) == "text"
+    assert _element(before.dom, "cart").get(BACKGROUND_ATTR) is None
+    assert session.page.get_attribute("#quote", BACKGROUND_ATTR) is None  # copy only
+    ids = _ids(before.dom)
+
+    no_op = _verified(session, before, f"click({ids['no-op']})")
+    assert no_op.meaningful_content_change is False, no_op.observations
+
+    before = session.snapshot()
+    added = _verified(session, before, f"click({ids['add']})")
+    assert added.meaningful_content_change is True
+    assert f"Element '{ids['cart']}' changed 'text' from 'Cart (0)' to 'Cart (1)'" in (
+        added.observations
+    )
+    assert not any("Sponsored" in line or "days ago" in line for line in added.observations)
+
+
+def test_scroll_position_and_viewport_make_a_scroll_an_observation(
+    session: PageSession, pages_url: str
+) -> None:
+    session.goto(f"{pages_url}/controls.html")
+    top = session.snapshot()
+    root = lxml_html.fromstring(top.dom)
+    assert root.get(SCROLL_ATTR) == "0,0"
+    ids = _ids(top.dom)
+    assert ids["far-button"] not in root.get(VIEWPORT_ATTR).replace("-", " ").split()
+
+    down = _verified(session, top, f"scroll({ids['far-button']})")
+    assert down.meaningful_content_change is True
+    (line,) = [line for line in down.observations if line.startswith("Page scrolled")]
+    assert line.startswith("Page scrolled from (0,0) to (0,") and "'Far below'" in line
+
+    session.execute(parse_action('scroll("top")'))
+    at_top = session.snapshot()
+    still = _verified(session, at_top, 'scroll("up")')  # nothing moves
+    assert still.meaningful_content_change is False
+    assert not any(line.startswith("Page scrolled") for line in still.observations)
