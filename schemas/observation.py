@@ -66,7 +66,9 @@ class BeforeState(WireModel):
     dom_hash: str
     active_element: str | None = None
     semantic_skeleton: dict[str, Any] | None = Field(
-        default=None, description="Interactive elements and alerts; None when extraction failed."
+        default=None,
+        description="Interactive elements, messages, page text blocks, background marks and scroll;"
+        " None when extraction failed.",
     )
 
 
