@@ -8,7 +8,7 @@ import pytest
 from lxml import html as lxml_html
 
 from veriloop.engines.skeleton import extract_semantic_skeleton
-from veriloop.runners.browser import PageSession, snapshot_script
+from veriloop.runners.browser.client import PageSession, snapshot_script
 from veriloop.schemas.page_contract import ELEMENT_ID_ATTR, HIDDEN_ATTR
 
 pytestmark = pytest.mark.browser

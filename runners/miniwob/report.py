@@ -15,7 +15,7 @@ from matplotlib.figure import (
 )
 
 from veriloop.llm.endpoint import ModelEndpoint
-from veriloop.runners.miniwob_results import EpisodeRecord, Summary
+from veriloop.runners.miniwob.results import EpisodeRecord, Summary
 
 PLOT_FILE = "per_task.png"
 MARKDOWN_FILE = "report.md"

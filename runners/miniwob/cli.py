@@ -132,14 +132,14 @@ def miniwob(
 ) -> None:
     """Run the agent on MiniWoB++ task pages; the pages' own rewards decide success."""
     from veriloop.llm.endpoint import model_configured
-    from veriloop.runners.browser import ChromiumNotFound
-    from veriloop.runners.miniwob import (
+    from veriloop.runners.browser.client import ChromiumNotFound
+    from veriloop.runners.miniwob.environment import (
         MiniWobMissing,
         available_tasks,
         miniwob_html_dir,
         resolve_tasks,
     )
-    from veriloop.runners.miniwob_eval import EvalConfig, run_miniwob
+    from veriloop.runners.miniwob.harness import EvalConfig, run_miniwob
 
     try:
         miniwob_html_dir()
