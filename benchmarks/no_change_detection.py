@@ -7,7 +7,7 @@ script ``snapshot.js``), three transitions, each snapshot -> action -> snapshot:
    only tags the clicked element ``data-tampered``): a no-op;
 2. ``timer_wait``: a 1.2 s wait while the episode timer ticks: a no-op;
 3. ``effective``: a click or typing on the element the utterance names
-   (``runners.miniwob_targets``, the first step of the task), executed as the
+   (``runners.miniwob.targets``, the first step of the task), executed as the
    agent's own action (``click(N)`` / ``setValue(N, "...")``).
 
 The truth is decided by the action, never by what the engine saw. Scored on
@@ -35,15 +35,15 @@ from veriloop.engines.observation import (
     capture_page_state,
     compute_dom_hash,
 )
-from veriloop.runners.browser import ChromiumBrowser, PageSession, Snapshot
-from veriloop.runners.miniwob import (
+from veriloop.runners.browser.client import ChromiumBrowser, PageSession, Snapshot
+from veriloop.runners.miniwob.environment import (
     MiniWobServer,
     episode_seed,
     resolve_tasks,
     start_episode,
     wait_for_task,
 )
-from veriloop.runners.miniwob_targets import parse_page, solve
+from veriloop.runners.miniwob.targets import parse_page, solve
 from veriloop.schemas.actions import Action
 
 DEFAULT_TASKS = (

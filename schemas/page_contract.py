@@ -1,6 +1,6 @@
 """The page contract shared by every browser client and the skeleton extractor.
 
-The snapshot script (``runners/snapshot.js``) writes exactly these names and
+The snapshot script (``runners/browser/snapshot.js``) writes exactly these names and
 the extractor (``engines/skeleton.py``) reads exactly these names; a test
 checks that the script spells them the same way.
 """

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         arun_plan,
         run_plan,
     )
-    from veriloop.runners.demo import run_demo  # noqa: F401
+    from veriloop.runners.demo.run import run_demo  # noqa: F401
     from veriloop.schemas import *  # noqa: F403
 
 _LOCATIONS: dict[str, str] = {
@@ -43,7 +43,7 @@ _LOCATIONS: dict[str, str] = {
     "NoPendingReviewError": "veriloop.plans",
     "build_graph": "veriloop.graph.builder",
     "graph_png": "veriloop.drawing",
-    "run_demo": "veriloop.runners.demo",
+    "run_demo": "veriloop.runners.demo.run",
     **{name: "veriloop.schemas" for name in _SCHEMA_NAMES},
 }
 

@@ -30,7 +30,7 @@ from rich.table import Table
 
 from veriloop.engines.targets import shorten
 from veriloop.plan_cli import plan_app
-from veriloop.runners.miniwob_cli import eval_app
+from veriloop.runners.miniwob.cli import eval_app
 
 app = typer.Typer(
     help="veriloop: a browser agent that verifies every action against what actually happened.",
@@ -183,7 +183,7 @@ def default_data_dir() -> Path:
 
 
 def _report_run(result, report_dir: Path, model) -> None:
-    from veriloop.runners.report import write_report
+    from veriloop.runners.browser.report import write_report
     from veriloop.schemas.usage import total_usage
 
     usage = total_usage(result.usage)
@@ -238,9 +238,9 @@ def run(
 ) -> None:
     """Run GOAL in Chromium starting at --url; exit 0 only if the task completed."""
     from veriloop.llm.endpoint import ModelEndpoint, describe_model, model_configured
-    from veriloop.runners.agents import HttpAgent, InProcessAgent
-    from veriloop.runners.browser import ChromiumBrowser, ChromiumNotFound
-    from veriloop.runners.loop import run_task
+    from veriloop.runners.browser.agents import HttpAgent, InProcessAgent
+    from veriloop.runners.browser.client import ChromiumBrowser, ChromiumNotFound
+    from veriloop.runners.browser.loop import run_task
 
     if server:
         if model or reasoning_effort or grounding:
@@ -347,9 +347,9 @@ def demo(
 ) -> None:
     """Run three goals on the bundled patient-records app; exit 0 only if the app confirms each one."""
     from veriloop.llm.endpoint import model_configured
-    from veriloop.runners.browser import ChromiumNotFound
-    from veriloop.runners.demo import run_demo
-    from veriloop.runners.demo_playbook import SCRIPTED_NOTES
+    from veriloop.runners.browser.client import ChromiumNotFound
+    from veriloop.runners.demo.playbook import SCRIPTED_NOTES
+    from veriloop.runners.demo.run import run_demo
     from veriloop.schemas.usage import add_usage
 
     scripted = not model_configured()

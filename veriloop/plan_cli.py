@@ -394,7 +394,7 @@ async def _drive(runner, report, *, db: Path, settings: RunSettings, approve_all
 def _finish(report, *, db: Path, settings: RunSettings, report_dir: Path | None) -> int:
     print_summary(report, scripted=settings.scripted)
     if report_dir is not None:
-        from veriloop.runners.plan_report import write_plan_report
+        from veriloop.runners.plan.report import write_plan_report
 
         path = write_plan_report(
             report,
@@ -652,7 +652,7 @@ def report_command(
 ) -> None:
     """Write the report of a stored run (any status) again."""
     from veriloop.plans import UnknownRunError
-    from veriloop.runners.plan_report import write_plan_report
+    from veriloop.runners.plan.report import write_plan_report
 
     if not db.is_file():
         raise _fail(f"no plan database at {db}")
@@ -692,7 +692,7 @@ def demo_command(
     ] = None,
 ) -> None:
     """Finish the bundled textbuffer project with a plan; the exit status is its test suite's."""
-    from veriloop.runners.plan_demo import MANIFEST_PATH, arun_plan_demo
+    from veriloop.runners.plan.demo import MANIFEST_PATH, arun_plan_demo
 
     if keep is not None and keep.exists() and any(keep.iterdir()):
         raise _fail(f"--keep {keep}: the directory exists and is not empty")

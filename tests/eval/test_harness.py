@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from veriloop.llm.endpoint import SCRIPTED_MODEL
-from veriloop.runners.miniwob_cli import eval_app
-from veriloop.runners.miniwob_results import EPISODES_FILE, load_records
+from veriloop.runners.miniwob.cli import eval_app
+from veriloop.runners.miniwob.results import EPISODES_FILE, load_records
 
 pytestmark = pytest.mark.browser
 TASKS = "click-button,click-link,enter-text"

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from veriloop.llm.endpoint import ModelEndpoint
-from veriloop.runners.miniwob_report import plot_per_task, write_report
-from veriloop.runners.miniwob_results import (
+from veriloop.runners.miniwob.report import plot_per_task, write_report
+from veriloop.runners.miniwob.results import (
     EPISODES_FILE,
     EpisodeRecord,
     append_record,

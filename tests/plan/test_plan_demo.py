@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from veriloop.cli import app
 from veriloop.llm.scripted import ScriptedModelServer
-from veriloop.runners.plan_demo import (
+from veriloop.runners.plan.demo import (
     PROJECT_DIR,
     SCRIPTED_MODEL,
     PlanDemoPlaybook,

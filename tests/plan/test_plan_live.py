@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from veriloop.runners.plan_demo import run_plan_demo
+from veriloop.runners.plan.demo import run_plan_demo
 
 
 @pytest.mark.live

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from veriloop.runners.browser import ChromiumBrowser, PageSession
+from veriloop.runners.browser.client import ChromiumBrowser, PageSession
 
 PAGES = Path(__file__).parent / "pages"
 

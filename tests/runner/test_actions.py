@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from lxml import html as lxml_html
 
-from veriloop.runners.browser import PageSession
+from veriloop.runners.browser.client import PageSession
 from veriloop.schemas.actions import parse_action
 from veriloop.schemas.page_contract import ELEMENT_ID_ATTR
 

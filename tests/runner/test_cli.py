@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 
 from veriloop.cli import app
 from veriloop.llm.scripted import ScriptedModelServer, ScriptedRequest
-from veriloop.runners.agents import HttpAgent
-from veriloop.runners.browser import ChromiumBrowser
-from veriloop.runners.loop import run_task
+from veriloop.runners.browser.agents import HttpAgent
+from veriloop.runners.browser.client import ChromiumBrowser
+from veriloop.runners.browser.loop import run_task
 from veriloop.schemas.outputs import (
     ActionChoice,
     PlannedStep,

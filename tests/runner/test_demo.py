@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from veriloop.llm.scripted import ScriptedModelServer, ScriptedRequest
-from veriloop.runners.browser import ChromiumBrowser
-from veriloop.runners.demo import ADD_PATIENT, DEMO_GOALS, run_demo
-from veriloop.runners.demo_playbook import DemoPlaybook
+from veriloop.runners.browser.client import ChromiumBrowser
+from veriloop.runners.demo.playbook import DemoPlaybook
+from veriloop.runners.demo.run import ADD_PATIENT, DEMO_GOALS, run_demo
 from veriloop.schemas.outputs import SemanticVerdict
 
 pytestmark = pytest.mark.browser

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from veriloop.llm.scripted import ScriptedModelServer
-from veriloop.runners.agents import InProcessAgent
-from veriloop.runners.browser import PageSession
-from veriloop.runners.loop import run_task
+from veriloop.runners.browser.agents import InProcessAgent
+from veriloop.runners.browser.client import PageSession
+from veriloop.runners.browser.loop import run_task
 from veriloop.schemas.outputs import ActionChoice, PlannedStep, PlanOutput, RefinedStep
 
 pytestmark = pytest.mark.browser

@@ -12,11 +12,11 @@ import pytest
 from veriloop.llm.endpoint import SCRIPTED_MODEL
 from veriloop.llm.pricing import DEFAULT_PRICES
 from veriloop.llm.scripted import ScriptedModelServer
-from veriloop.runners.browser import ChromiumBrowser
-from veriloop.runners.demo import ADD_PATIENT, SEARCH_PATIENT, run_demo
-from veriloop.runners.demo_playbook import SCRIPTED_NOTES, DemoPlaybook
-from veriloop.runners.miniwob_eval import EvalConfig, run_miniwob
-from veriloop.runners.miniwob_scripted import MiniWobPlaybook
+from veriloop.runners.browser.client import ChromiumBrowser
+from veriloop.runners.demo.playbook import SCRIPTED_NOTES, DemoPlaybook
+from veriloop.runners.demo.run import ADD_PATIENT, SEARCH_PATIENT, run_demo
+from veriloop.runners.miniwob.harness import EvalConfig, run_miniwob
+from veriloop.runners.miniwob.scripted import MiniWobPlaybook
 from veriloop.schemas.usage import total_usage
 
 pytestmark = pytest.mark.browser

@@ -9,7 +9,7 @@ from lxml import html as lxml_html
 
 from veriloop.engines.observation import build_observation_list, capture_page_state
 from veriloop.engines.skeleton import extract_semantic_skeleton
-from veriloop.runners.browser import PageSession, snapshot_script
+from veriloop.runners.browser.client import PageSession, snapshot_script
 from veriloop.schemas.actions import parse_action
 from veriloop.schemas.page_contract import (
     BACKGROUND_ATTR,

@@ -24,10 +24,10 @@ from pathlib import Path
 from veriloop.context import Context
 from veriloop.llm.endpoint import SCRIPTED_MODEL, describe_model, model_configured
 from veriloop.llm.scripted import ScriptedModelServer, critical_path_calls
-from veriloop.runners.agents import InProcessAgent
-from veriloop.runners.browser import ChromiumBrowser, PageSession
-from veriloop.runners.loop import run_task
-from veriloop.runners.miniwob import (
+from veriloop.runners.browser.agents import InProcessAgent
+from veriloop.runners.browser.client import ChromiumBrowser, PageSession
+from veriloop.runners.browser.loop import run_task
+from veriloop.runners.miniwob.environment import (
     DEFAULT_EPISODE_MAX_TIME_MS,
     MiniWobServer,
     end_episode,
@@ -36,8 +36,8 @@ from veriloop.runners.miniwob import (
     start_episode,
     wait_for_task,
 )
-from veriloop.runners.miniwob_report import write_report
-from veriloop.runners.miniwob_results import (
+from veriloop.runners.miniwob.report import write_report
+from veriloop.runners.miniwob.results import (
     EPISODES_FILE,
     EpisodeRecord,
     Summary,
@@ -46,7 +46,7 @@ from veriloop.runners.miniwob_results import (
     load_records,
     summarize,
 )
-from veriloop.runners.miniwob_scripted import MiniWobPlaybook, playbook_goal
+from veriloop.runners.miniwob.scripted import MiniWobPlaybook, playbook_goal
 from veriloop.schemas.usage import total_usage
 
 RUN_FILE = "run.json"

@@ -25,18 +25,18 @@ from veriloop.agent import TaskReport
 from veriloop.context import Context
 from veriloop.llm.endpoint import SCRIPTED_MODEL, ModelEndpoint, describe_model, model_configured
 from veriloop.llm.scripted import ScriptedModelServer
-from veriloop.runners.agents import InProcessAgent
-from veriloop.runners.browser import ChromiumBrowser
-from veriloop.runners.demo_playbook import (
+from veriloop.runners.browser.agents import InProcessAgent
+from veriloop.runners.browser.client import ChromiumBrowser
+from veriloop.runners.browser.loop import RunResult, StepRecord, run_task
+from veriloop.runners.browser.report import write_report
+from veriloop.runners.demo.playbook import (
     ADD_PATIENT,
     DARK_THEME,
     SCRIPTED_NOTES,
     SEARCH_PATIENT,
     DemoPlaybook,
 )
-from veriloop.runners.demo_server import DemoAppServer
-from veriloop.runners.loop import RunResult, StepRecord, run_task
-from veriloop.runners.report import write_report
+from veriloop.runners.demo.server import DemoAppServer
 
 DEMO_GOALS = (ADD_PATIENT, SEARCH_PATIENT, DARK_THEME)
 

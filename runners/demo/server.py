@@ -109,7 +109,7 @@ class DemoAppServer:
 
 
 def _handler(data: DemoAppData) -> type[BaseHTTPRequestHandler]:
-    static = resources.files("veriloop.runners").joinpath("demo_app")
+    static = resources.files("veriloop.runners.demo").joinpath("app")
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"

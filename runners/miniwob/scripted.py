@@ -3,7 +3,7 @@
 It answers every purpose of the graph from the request it is sent, like a
 model would: the goal from the ``User goal:`` line, the page from the
 page-data excerpt. It only knows the utterance shapes of
-``runners.miniwob_targets`` (click-button, click-link, enter-text and a few
+``runners.miniwob.targets`` (click-button, click-link, enter-text and a few
 more); on anything else it waits, and the task runs out of budget.
 
 Rewards, claims and the confusion matrix still come from the real pages: the
@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from veriloop.llm.scripted import ANY_PURPOSE, ScriptedModelServer, ScriptedRequest
 from veriloop.prompts.page_data import PAGE_DATA_BEGIN, PAGE_DATA_END
-from veriloop.runners.miniwob_targets import Element, Step, next_step, parse_page, solve
+from veriloop.runners.miniwob.targets import Element, Step, next_step, parse_page, solve
 from veriloop.schemas.actions import Action
 from veriloop.schemas.outputs import (
     ActionChoice,

@@ -15,7 +15,7 @@ from matplotlib.figure import (
 )
 
 from veriloop.llm.endpoint import ModelEndpoint
-from veriloop.runners.miniwob_results import EpisodeRecord, Summary, calls_per_action_line
+from veriloop.runners.miniwob.results import EpisodeRecord, Summary, calls_per_action_line
 
 PLOT_FILE = "per_task.png"
 MARKDOWN_FILE = "report.md"

@@ -62,7 +62,11 @@ class ChromiumNotFound(RuntimeError):
 @cache
 def snapshot_script() -> str:
     """The text of ``snapshot.js`` (package data)."""
-    return resources.files("veriloop.runners").joinpath("snapshot.js").read_text(encoding="utf-8")
+    return (
+        resources.files("veriloop.runners.browser")
+        .joinpath("snapshot.js")
+        .read_text(encoding="utf-8")
+    )
 
 
 def chromium_path(explicit: str | None = None) -> str:

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from playwright.sync_api import Error as PlaywrightError
 
 from veriloop.engines.targets import target_label
-from veriloop.runners.agents import AgentClient, AgentError
-from veriloop.runners.browser import Execution, PageSession, Snapshot
+from veriloop.runners.browser.agents import AgentClient, AgentError
+from veriloop.runners.browser.client import Execution, PageSession, Snapshot
 from veriloop.schemas.actions import ActionParseError, parse_action
 from veriloop.schemas.api import InteractResponse
 from veriloop.schemas.observation import ClientObservations, Observation

@@ -1,8 +1,8 @@
 """``veriloop plan demo``: a plan of tool-using steps finishes a small Python project, judged by its tests.
 
-The bundled project (``runners/plan_demo/project``: a text buffer with insert, delete, undo and
+The bundled project (``runners/plan/demo_project/project``: a text buffer with insert, delete, undo and
 redo, stubbed, with real pytest tests, one test file per implementation step named
-``tests/test_{step_id}.py``) is copied to a temporary workspace, and ``runners/plan_demo/manifest.yaml``
+``tests/test_{step_id}.py``) is copied to a temporary workspace, and ``runners/plan/demo_project/manifest.yaml``
 runs on it: three implementation steps in parallel with a python data step (checked by
 predicates), a synthesis gate that replays the sample edits through the finished buffer, and a
 human review that the demo approves automatically.
@@ -42,12 +42,12 @@ from veriloop.engines.plan.manifest import downstream_of, load_manifest
 from veriloop.llm.endpoint import SCRIPTED_MODEL, describe_model, model_configured
 from veriloop.llm.scripted import ANY_PURPOSE, ScriptedModelServer, ScriptedRequest, ToolCalls
 from veriloop.plans import PlanRunner
-from veriloop.runners.plan_report import write_plan_report
+from veriloop.runners.plan.report import write_plan_report
 from veriloop.schemas.manifest import Manifest, ManifestStep
 from veriloop.schemas.plan_outputs import CheckDraft, RepairDraft, StepDraft, StepReviewVerdict
 from veriloop.schemas.plan_run import PendingReview, PlanRunReport
 
-DEMO_DIR = Path(__file__).resolve().parent / "plan_demo"
+DEMO_DIR = Path(__file__).resolve().parent / "demo_project"
 PROJECT_DIR = DEMO_DIR / "project"
 MANIFEST_PATH = DEMO_DIR / "manifest.yaml"
 SHELL_ALLOWLIST = "python3 -m textbuffer.replay,python -m textbuffer.replay,python3 -m pytest,python -m pytest,pytest"

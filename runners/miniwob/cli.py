@@ -42,7 +42,7 @@ def _rate(value: float | None) -> str:
 
 def print_summary(summary) -> None:
     """The headline figures and the confusion matrix as rich tables."""
-    from veriloop.runners.miniwob_results import calls_per_action_line
+    from veriloop.runners.miniwob.results import calls_per_action_line
 
     table = Table(title="MiniWoB++ evaluation", show_header=False)
     c = summary.confusion
@@ -135,14 +135,14 @@ def miniwob(
 ) -> None:
     """Run the agent on MiniWoB++ task pages; the pages' own rewards decide success."""
     from veriloop.llm.endpoint import model_configured
-    from veriloop.runners.browser import ChromiumNotFound
-    from veriloop.runners.miniwob import (
+    from veriloop.runners.browser.client import ChromiumNotFound
+    from veriloop.runners.miniwob.environment import (
         MiniWobMissing,
         available_tasks,
         miniwob_html_dir,
         resolve_tasks,
     )
-    from veriloop.runners.miniwob_eval import EvalConfig, run_miniwob
+    from veriloop.runners.miniwob.harness import EvalConfig, run_miniwob
 
     try:
         miniwob_html_dir()

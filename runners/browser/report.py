@@ -17,7 +17,7 @@ from html import escape
 from pathlib import Path
 
 from veriloop.llm.endpoint import ModelEndpoint
-from veriloop.runners.loop import RunResult, StepRecord, StepTimings
+from veriloop.runners.browser.loop import RunResult, StepRecord, StepTimings
 from veriloop.schemas.usage import total_usage
 
 TIMING_FIELDS = (

@@ -1,0 +1,1 @@
+"""The Playwright browser runner: snapshot script, browser client, the run loop, agent clients, run reports."""

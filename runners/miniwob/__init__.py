@@ -1,0 +1,1 @@
+"""The MiniWoB++ evaluation: task pages, the harness, the scripted model, results, report, CLI."""

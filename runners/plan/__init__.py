@@ -1,0 +1,1 @@
+"""The plan graph's runners: the plan run report and `veriloop plan demo` with its bundled project."""
