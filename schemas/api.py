@@ -36,6 +36,7 @@ class InteractRequest(Observation, CleanInput):
     step_index: int | None = Field(
         default=None,
         ge=0,
+        lt=2**63,  # what JSON encoders and the checkpointer hold; a larger one is a 422, not a 500
         description="stepIndex of the answer whose action the client just executed; a retry of an answered request is recognised by it.",
     )
 

@@ -240,6 +240,17 @@ def test_langserve_config_null_is_a_422(api, endpoint):
     assert response.json()["message"] == "body.config: config must be an object"
 
 
+@pytest.mark.parametrize("endpoint", ["/api/agent/interact", "/agent/stream_events"])
+def test_a_step_index_past_64_bits_is_a_422(api, endpoint):
+    # Found by the fuzz run: LangServe's event stream echoes the input, and its JSON encoder
+    # cannot write an integer past 64 bits (the stream broke off mid-answer).
+    request = {**observation(1, 0, query=goal(1, 1)), "stepIndex": 2**64}
+    body = request if endpoint.startswith("/api") else {"input": request}
+    response = api.client().post(endpoint, json=body)
+    assert response.status_code == 422, response.text
+    assert "stepIndex" in response.text
+
+
 # -- 10. usage of unusable answers, and the step deadline --------------------------------------
 
 
