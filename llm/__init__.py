@@ -24,6 +24,7 @@ from veriloop.llm.base import (
     ToolCall,
     ToolTurn,
 )
+from veriloop.llm.dialects import Dialect, forget_dialects, parse_dialect
 from veriloop.llm.langchain_adapter import LangChainStructuredLLM
 from veriloop.llm.openai_client import OpenAIStructuredLLM
 from veriloop.llm.pricing import PRICES_ENV
@@ -33,9 +34,10 @@ PLACEHOLDER_API_KEY = "not-needed"
 
 
 def get_llm(context: Context | None = None) -> OpenAIStructuredLLM:
-    """The structured-call client for ``context`` (cached per model, endpoint, key, timeout, retries, prices).
+    """The structured-call client for ``context`` (cached per model, endpoint, key, timeout, retries, prices,
+    dialect).
 
-    Raises LLMUnavailable when no provider is configured at all.
+    Raises LLMUnavailable when no provider is configured at all, ValueError for an unknown dialect.
     """
     ctx = context or Context()
     base_url = ctx.base_url or os.environ.get("OPENAI_BASE_URL") or None
@@ -55,6 +57,7 @@ def get_llm(context: Context | None = None) -> OpenAIStructuredLLM:
         float(ctx.llm_timeout_s),
         int(ctx.llm_max_retries),
         os.environ.get(PRICES_ENV),
+        parse_dialect(ctx.structured_output),
     )
 
 
@@ -66,6 +69,7 @@ def _cached_llm(
     timeout_s: float,
     max_retries: int,
     prices_env: str | None,
+    structured_output: Dialect | None = None,
 ) -> OpenAIStructuredLLM:
     # prices_env is only part of the key: the client reads $VERILOOP_PRICES itself.
     return OpenAIStructuredLLM(
@@ -74,12 +78,14 @@ def _cached_llm(
         base_url=base_url,
         timeout_s=timeout_s,
         max_retries=max_retries,
+        structured_output=structured_output,
     )
 
 
 def clear_llm_cache() -> None:
-    """Forget cached clients (after changing the environment, or between tests)."""
+    """Forget cached clients and learned dialects (after changing the environment, or between tests)."""
     _cached_llm.cache_clear()
+    forget_dialects()
 
 
 __all__ = [
