@@ -5,7 +5,8 @@ client witnessed nothing the action failed without a model call; otherwise one
 structured model call judges the observations (never the full DOM). Only the
 typed verdict decides: ``goal_achieved`` and ``success`` come from
 ``task_completed``/``action_succeeded`` and the confidence, never from words
-in ``reason``. A model answer that cannot be used is a failed verification
+in ``reason``, and a completion only when the verdict cites observation lines that are changes
+(:mod:`veriloop.engines.completion`). A model answer that cannot be used is a failed verification
 with ``goal_achieved`` unset; a provider outage (LLMUnavailable) propagates.
 """
 
@@ -16,6 +17,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from veriloop.engines.completion import cites_changes
 from veriloop.engines.log import CLIENT_WITNESS_OVERRIDE, LOW_CONFIDENCE_COMPLETION, task_logger
 from veriloop.engines.loop import action_fingerprint
 from veriloop.engines.observation import ObservationList, build_observation_list
@@ -151,19 +153,26 @@ async def verify_action_with_observations(
             {},
         )
     verdict = answer.value
+    # A completion counts only with cited change lines: a claim of "done" must point at its proof.
+    cited = cites_changes(verdict.evidence, observed.observations)
+    if verdict.task_completed and not cited:
+        log.warning("completion claimed without valid evidence %s: not achieved", verdict.evidence)
     result = VerificationResult(
         success=verdict.action_succeeded and verdict.confidence >= success_threshold,
         confidence=verdict.confidence,
         reason=verdict.reason,
         action_succeeded=verdict.action_succeeded,
         task_completed=verdict.task_completed,
-        goal_achieved=compute_goal_achieved(
+        goal_achieved=cited
+        and compute_goal_achieved(
             verdict.task_completed,
             verdict.confidence,
             threshold=goal_threshold,
             low_confidence_threshold=low_confidence_threshold,
             log=log,
         ),
+        evidence=verdict.evidence,
+        uncited_completion=verdict.task_completed and not cited,
         sub_task_completed=verdict.sub_task_completed if sub_task_objective else None,
         semantic_summary=verdict.reason[:SUMMARY_CHARS],
         failure_category=verdict.failure_category,

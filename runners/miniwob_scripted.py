@@ -20,12 +20,14 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from veriloop.engines.completion import change_line_numbers
 from veriloop.llm.scripted import ANY_PURPOSE, ScriptedModelServer, ScriptedRequest
 from veriloop.prompts.page_data import PAGE_DATA_BEGIN, PAGE_DATA_END
 from veriloop.runners.miniwob_targets import Element, Step, next_step, parse_page, solve
 from veriloop.schemas.actions import Action
 from veriloop.schemas.outputs import (
     ActionChoice,
+    CompletionAudit,
     CorrectionChoice,
     CriticReview,
     PlannedStep,
@@ -109,6 +111,8 @@ class MiniWobPlaybook:
             return self._action(goal, request)
         if purpose == "verification":
             return self._verdict(goal, request)
+        if purpose == "audit":
+            return self._audit(goal)
         if purpose == "correction":
             return CorrectionChoice(
                 strategy="retry_with_delay", thought="Give the page a moment and look again."
@@ -150,11 +154,13 @@ class MiniWobPlaybook:
             issued = self._issued.get(goal)
         ours = issued is not None and issued.action in request.text
         if ours and self._lying(goal):
+            # A consistent liar: it cites real changes, and the audit (this playbook too) agrees.
             return SemanticVerdict(
                 action_succeeded=True,
                 task_completed=True,
                 confidence=0.95,
                 reason="Scripted false claim: the goal is declared achieved.",
+                evidence=change_line_numbers(request.text),
             )
         done = ours and issued.final
         return SemanticVerdict(
@@ -164,4 +170,15 @@ class MiniWobPlaybook:
             reason="The final step was carried out and the page changed."
             if done
             else "The page changed as expected.",
+            evidence=change_line_numbers(request.text) if done else [],
+        )
+
+    def _audit(self, goal: str) -> CompletionAudit:
+        with self._lock:
+            issued = self._issued.get(goal)
+        met = self._lying(goal) or (issued is not None and issued.final)
+        return CompletionAudit(
+            goal_met=met,
+            confidence=0.9,
+            reason="The last action was the final step." if met else "Steps remain.",
         )

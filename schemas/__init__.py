@@ -11,6 +11,7 @@ from veriloop.schemas.observation import (
 )
 from veriloop.schemas.outputs import (
     ActionChoice,
+    CompletionAudit,
     CorrectionChoice,
     CorrectionStrategy,
     CriticReview,
@@ -35,7 +36,11 @@ from veriloop.schemas.plan_run import (
 )
 from veriloop.schemas.records import ActionRecord, ReplanningResult
 from veriloop.schemas.usage import PURPOSES, Purpose, Usage, add_usage, total_usage
-from veriloop.schemas.verification import FailureCategory, VerificationResult
+from veriloop.schemas.verification import (
+    CompletionAuditResult,
+    FailureCategory,
+    VerificationResult,
+)
 
 __all__ = [
     "Action",
@@ -77,6 +82,8 @@ __all__ = [
     "RefinedStep",
     "ReplanningResult",
     "SemanticVerdict",
+    "CompletionAudit",
+    "CompletionAuditResult",
     "StepStatus",
     "SubTask",
     "TaskStatus",

@@ -31,6 +31,21 @@ class SemanticVerdict(ModelOutput):
     impossible: bool = Field(
         default=False, description="The page shows the goal cannot be achieved."
     )
+    evidence: list[int] = Field(
+        default_factory=list,
+        description="Numbers of the observation lines (as numbered) that show the goal is met; "
+        "required for task_completed.",
+    )
+
+
+class CompletionAudit(ModelOutput):
+    """A second, independent look before finish(): does the whole trajectory show the goal is met?"""
+
+    goal_met: bool = Field(
+        description="The changes observed over the whole task show the ENTIRE goal is achieved."
+    )
+    confidence: float = Field(ge=0.0, le=1.0)
+    reason: str = Field(description="Short explanation for people; never used for routing.")
 
 
 class PlannedStep(ModelOutput):

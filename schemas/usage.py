@@ -16,10 +16,11 @@ Purpose = Literal[
     "critic",
     "execution",
     "review",
+    "audit",
 ]
 """Why a model call was made. The plan graph reuses planning (writing a manifest), replanning and
 critic, and adds execution (an ``llm`` step's tool-calling turns) and review (a critical step's LLM
-review check)."""
+review check). ``audit`` is the browser graph's finish audit (its usage counts as verification)."""
 PURPOSES: tuple[str, ...] = Purpose.__args__
 
 

@@ -12,6 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from veriloop.context import Context
 from veriloop.schemas import (
     ActionChoice,
+    CompletionAudit,
     Observation,
     PlannedStep,
     PlanOutput,
@@ -103,10 +104,20 @@ JAS_ACTIONS = [
 ]
 
 
+def jas_audit(request) -> CompletionAudit:
+    """An honest finish audit for the Jas task: met once the confirmation was observed."""
+    met = "Patient Jas added" in request.text
+    return CompletionAudit(
+        goal_met=met, confidence=0.9, reason="confirmation seen" if met else "no"
+    )
+
+
 @pytest.fixture
 def jas(scripted_model):
-    """The seed's "Add a patient named Jas" task: plan, refinements and actions scripted; verdicts are up to the test."""
+    """The seed's "Add a patient named Jas": plan, refinements, actions and an honest finish audit
+    scripted; verdicts are up to the test."""
     scripted_model.script("planning", JAS_PLAN)
     scripted_model.script("refinement", *JAS_REFINED)
     scripted_model.script("action", *JAS_ACTIONS)
+    scripted_model.on("audit", jas_audit)
     return scripted_model

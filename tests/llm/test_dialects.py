@@ -56,14 +56,16 @@ FASTAPI_422 = RawBody(
     ),
     status=422,
 )
-# llama-cpp-python's server answers a request it cannot validate with HTTP 500 and the error's repr.
+# llama-cpp-python 0.3.36's server, as captured: HTTP 500 wrapping the validation error's repr.
 LLAMA_CPP_PYTHON_500 = RawBody(
     json.dumps(
         {
             "error": {
-                "message": "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n"
-                "  Input should be 'text' or 'json_object' [type=literal_error, "
-                "input_value='json_schema', input_type=str]",
+                "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+                "'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\", "
+                "'input': 'json_schema', 'ctx': {'expected': \"'text' or 'json_object'\"}}\n\n"
+                '  File "/venv/lib/python3.11/site-packages/llama_cpp/server/app.py", line 376, '
+                "in create_chat_completion\n    POST /v1/chat/completions",
                 "type": "internal_server_error",
                 "param": None,
                 "code": None,
@@ -264,3 +266,17 @@ def test_prose_is_still_an_output_error(server: ScriptedModelServer) -> None:
     server.on("action", lambda req: "I would click the Submit button.")
     with pytest.raises(LLMOutputError, match="not a valid ActionChoice.*Expecting value"):
         client(server).structured("action", MESSAGES, ActionChoice)
+
+
+def test_the_cli_option_sets_the_dialect_for_every_command(monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from veriloop.cli import app
+
+    monkeypatch.setenv("VERILOOP_STRUCTURED_OUTPUT", "auto")  # restored after the test
+    runner = CliRunner()
+    listed = runner.invoke(app, ["--structured-output", "tool_call", "eval", "miniwob", "--list"])
+    assert listed.exit_code == 0, listed.output
+    assert Context().structured_output == "tool_call"
+    bad = runner.invoke(app, ["--structured-output", "xml", "eval", "miniwob", "--list"])
+    assert bad.exit_code == 2 and "unknown structured-output dialect" in bad.output

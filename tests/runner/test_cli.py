@@ -16,12 +16,14 @@ import pytest
 from typer.testing import CliRunner
 
 from veriloop.cli import app
+from veriloop.engines.completion import change_line_numbers
 from veriloop.llm.scripted import ScriptedModelServer, ScriptedRequest
 from veriloop.runners.agents import HttpAgent
 from veriloop.runners.browser import ChromiumBrowser
 from veriloop.runners.loop import run_task
 from veriloop.schemas.outputs import (
     ActionChoice,
+    CompletionAudit,
     PlannedStep,
     PlanOutput,
     RefinedStep,
@@ -64,6 +66,13 @@ def _script(server: ScriptedModelServer) -> None:
             task_completed="'Subscribed'" in r.text,
             confidence=0.9,
             reason="ok",
+            evidence=change_line_numbers(r.text, "'Subscribed'"),
+        ),
+    )
+    server.on(
+        "audit",
+        lambda r: CompletionAudit(
+            goal_met="'Subscribed'" in r.text, confidence=0.9, reason="the page says so"
         ),
     )
 
