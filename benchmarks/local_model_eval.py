@@ -67,10 +67,7 @@ def main() -> None:
         print("  parse failure:", exchange.purpose, exchange.problem)
     audits = sum(1 for e in exchanges if e.purpose == "audit")
     vetoes = sum(
-        1
-        for r in result.records
-        for v in r.verification_history
-        if v.get("uncited_completion")
+        1 for r in result.records for v in r.verification_history if v.get("uncited_completion")
     )
     print(f"uncited completion claims {vetoes}, finish audits {audits}")
     share = len(failed_parse) / len(answered) if answered else 0.0
