@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from veriloop.schemas import ActionChoice, CompletionAudit
+from veriloop.schemas import ActionChoice, CompletionAudit, PlannedStep, PlanOutput, RefinedStep
 
 GOAL = "Add a patient named Jas"
 SAVED_LINE = 2
 """On patient_saved after the form, observation [1] is the navigation and [2] the first page change."""
+
+
+def _keep_going(jas) -> None:
+    """After a refused completion the agent plans on: one more look at the list."""
+    jas.script("planning", PlanOutput(steps=[PlannedStep(description="Check the patient list")]))
+    jas.script("refinement", RefinedStep(instruction="Wait for the list"))
+    jas.script("action", ActionChoice(thought="Look again", action="wait(0.5)"))
 
 
 def _run_to_save(agent, jas, observe, verdict, final_verdict):
@@ -43,13 +50,13 @@ def test_the_audit_sees_the_goal_and_each_actions_changes_not_the_page(
 
 def test_a_veto_takes_back_goal_achieved_and_the_agent_continues(agent, jas, observe, verdict):
     jas.on("audit", lambda request: CompletionAudit(goal_met=False, confidence=0.9, reason="no"))
-    jas.script("action", ActionChoice(thought="Look again", action="wait(0.5)"))
+    _keep_going(jas)
     task_id = _run_to_save(
         agent, jas, observe, verdict, verdict(True, True, 0.95, evidence=[SAVED_LINE])
     )
     vetoed = agent.step(observe("patient_saved", task_id=task_id))
 
-    assert vetoed.status == "executing" and vetoed.action != "finish()"
+    assert (vetoed.status, vetoed.action) == ("executing", "wait(0.5)")
     assert vetoed.verification.goal_achieved is False
     state = agent.graph.get_state({"configurable": {"thread_id": task_id}}).values
     assert state["completion_audit"]["agreed"] is False
@@ -57,11 +64,11 @@ def test_a_veto_takes_back_goal_achieved_and_the_agent_continues(agent, jas, obs
 
 
 def test_a_completion_without_cited_changes_never_reaches_the_audit(agent, jas, observe, verdict):
-    jas.script("action", ActionChoice(thought="Look again", action="wait(0.5)"))
+    _keep_going(jas)
     task_id = _run_to_save(agent, jas, observe, verdict, verdict(True, True, 0.99))
     step = agent.step(observe("patient_saved", task_id=task_id))
 
-    assert step.status == "executing" and step.action != "finish()"
+    assert (step.status, step.action) == ("executing", "wait(0.5)")
     assert step.verification.goal_achieved is False
     assert jas.calls("audit") == 0
     [last] = agent.get_task(task_id).verifications[-1:]
