@@ -18,11 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 from pathlib import Path
 
 from veriloop.llm import clear_llm_cache
 from veriloop.llm.recording import RecordingProxy
 from veriloop.runners.miniwob_eval import EvalConfig, run_miniwob
+from veriloop.runners.miniwob_results import load_records, summarize
 
 TASKS = "click-button,click-link,enter-text,click-checkboxes,click-dialog"
 
@@ -37,6 +39,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("local-model-eval"))
     args = parser.parse_args()
 
+    # A slow local model may not finish every episode: SIGTERM reports the episodes recorded so far.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     with RecordingProxy(args.upstream) as proxy:
         os.environ["OPENAI_BASE_URL"] = proxy.base_url
         os.environ.pop("OPENAI_API_KEY", None)
@@ -47,10 +51,14 @@ def main() -> None:
             out_dir=args.out,
             max_steps=args.max_steps,
         )
-        result = run_miniwob(config, model=args.model, scripted=False)
+        try:
+            run_miniwob(config, model=args.model, scripted=False)
+        except KeyboardInterrupt:
+            print("interrupted: reporting the episodes recorded so far")
         exchanges = proxy.exchanges
 
-    summary = result.summary
+    records = load_records(args.out)
+    summary = summarize(records)
     answered = [e for e in exchanges if e.status == 200 and e.dialect is not None]
     failed_parse = [e for e in answered if not e.valid]
     needed_leniency = [e for e in answered if e.valid and not e.strict_json]
@@ -66,9 +74,7 @@ def main() -> None:
     for exchange in failed_parse[:5]:
         print("  parse failure:", exchange.purpose, exchange.problem)
     audits = sum(1 for e in exchanges if e.purpose == "audit")
-    vetoes = sum(
-        1 for r in result.records for v in r.verification_history if v.get("uncited_completion")
-    )
+    vetoes = sum(1 for r in records for v in r.verification_history if v.get("uncited_completion"))
     print(f"uncited completion claims {vetoes}, finish audits {audits}")
     share = len(failed_parse) / len(answered) if answered else 0.0
     print(
