@@ -5,7 +5,8 @@ client witnessed nothing the action failed without a model call; otherwise one
 structured model call judges the observations (never the full DOM). Only the
 typed verdict decides: ``goal_achieved`` and ``success`` come from
 ``task_completed``/``action_succeeded`` and the confidence, never from words
-in ``reason``. A model answer that cannot be used is a failed verification
+in ``reason``, and a completion only when the verdict cites observation lines that are changes
+(:mod:`veriloop.engines.completion`). A model answer that cannot be used is a failed verification
 with ``goal_achieved`` unset; a provider outage (LLMUnavailable) propagates.
 
 Grounding (off unless a search provider is given): when the verdict names a
@@ -22,6 +23,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from veriloop.engines.completion import cites_changes
 from veriloop.engines.log import (
     CLIENT_WITNESS_OVERRIDE,
     GROUNDED_VERDICT,
@@ -206,6 +208,10 @@ async def judge_action(
     ):
         answer, usage, sources = await _grounded(llm, search, messages, goal, answer, usage, log)
     verdict = answer.value
+    # A completion counts only with cited change lines: a claim of "done" must point at its proof.
+    cited = cites_changes(verdict.evidence, facts.observations)
+    if verdict.task_completed and not cited:
+        log.warning("completion claimed without valid evidence %s: not achieved", verdict.evidence)
     reason = verdict.reason
     if sources:
         reason += " Sources: " + "; ".join(f"[{n}] {url}" for n, url in enumerate(sources, 1))
@@ -215,13 +221,16 @@ async def judge_action(
         "reason": reason,
         "action_succeeded": verdict.action_succeeded,
         "task_completed": verdict.task_completed,
-        "goal_achieved": compute_goal_achieved(
+        "goal_achieved": cited
+        and compute_goal_achieved(
             verdict.task_completed,
             verdict.confidence,
             threshold=goal_threshold,
             low_confidence_threshold=low_confidence_threshold,
             log=log,
         ),
+        "evidence": verdict.evidence,
+        "uncited_completion": verdict.task_completed and not cited,
         "sub_task_completed": verdict.sub_task_completed if sub_task_objective else None,
         "semantic_summary": verdict.reason[:SUMMARY_CHARS],
         "failure_category": verdict.failure_category,

@@ -8,6 +8,7 @@ from veriloop.context import Context
 from veriloop.graph.bridge import sync_and_async
 from veriloop.graph.routers import (
     route_after_action_generation,
+    route_after_completion_audit,
     route_after_correction,
     route_after_observation,
     route_after_replanning,
@@ -16,6 +17,7 @@ from veriloop.graph.routers import (
 )
 from veriloop.graph.state import InputState, State
 from veriloop.nodes.action_generation import action_generation
+from veriloop.nodes.completion_audit import completion_audit
 from veriloop.nodes.correction import correction
 from veriloop.nodes.finalize import finalize
 from veriloop.nodes.goal_achieved import goal_achieved
@@ -41,6 +43,7 @@ def build_graph() -> StateGraph:
     builder.add_node("correction", sync_and_async(correction))
     builder.add_node("replanning", sync_and_async(replanning))
     builder.add_node("goal_achieved", goal_achieved)
+    builder.add_node("completion_audit", sync_and_async(completion_audit))
     builder.add_node("finalize", finalize)
 
     builder.add_conditional_edges(START, route_entry)
@@ -49,7 +52,8 @@ def build_graph() -> StateGraph:
     )
     builder.add_conditional_edges("verification", route_after_verification)
     builder.add_conditional_edges("use_lookahead", route_after_action_generation)
-    builder.add_edge("goal_achieved", "finalize")
+    builder.add_edge("goal_achieved", "completion_audit")
+    builder.add_conditional_edges("completion_audit", route_after_completion_audit)
     builder.add_edge("planning", "step_refinement")
     builder.add_edge("step_refinement", "action_generation")
     builder.add_conditional_edges("action_generation", route_after_action_generation)

@@ -73,3 +73,14 @@ def route_after_replanning(state: State) -> Literal["planning", "step_refinement
     if (state.get("plan_validation") or {}).get("minor_modifications_only"):
         return "step_refinement"
     return "planning"
+
+
+def route_after_completion_audit(
+    state: State, runtime: Runtime[Context]
+) -> Literal["finalize", "use_lookahead", "planning", "correction"]:
+    """The audit agreed -> finalize the finish(); a veto goes on as a verified step that did not finish
+    (a lookahead prepared beside the verdict is then used like after any success)."""
+    if (state.get("completion_audit") or {}).get("agreed") is True:
+        return "finalize"
+    after = route_after_verification(state, runtime)
+    return "correction" if after == "goal_achieved" else after

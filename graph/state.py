@@ -83,6 +83,8 @@ class State(InputState, total=False):
     """VerificationResult dump for the previous action, from this invocation (None when not verified)."""
     verification_history: Annotated[list[dict[str, Any]], history()]
     """Every VerificationResult dump of the task, in order."""
+    completion_audit: dict[str, Any] | None
+    """CompletionAuditResult dump of this invocation's finish audit (set before every finish())."""
     action_fingerprints: Annotated[list[str], history()]
     """Fingerprints of (action, page skeleton) already tried, for loop detection."""
     correction_attempts: int

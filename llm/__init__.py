@@ -3,7 +3,7 @@
 ``get_llm(context, purpose)`` builds, once per configuration, the default client on the
 ``openai`` SDK for one purpose. Configuration comes from ``Context`` (model,
 reasoning effort and token cap, per purpose over one default; base_url, timeout,
-retries; each also settable as ``VERILOOP_<FIELD>``) and the environment:
+retries, structured-output dialect; each also settable as ``VERILOOP_<FIELD>``) and the environment:
 ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` (OpenAI-compatible servers such as
 vLLM, Ollama, llama.cpp), ``VERILOOP_PRICES``.
 """
@@ -25,6 +25,7 @@ from veriloop.llm.base import (
     ToolCall,
     ToolTurn,
 )
+from veriloop.llm.dialects import Dialect, forget_dialects, parse_dialect
 from veriloop.llm.langchain_adapter import LangChainStructuredLLM
 from veriloop.llm.openai_client import OpenAIStructuredLLM
 from veriloop.llm.pricing import PRICES_ENV
@@ -38,8 +39,8 @@ PLACEHOLDER_API_KEY = "not-needed"
 def get_llm(context: Context | None = None, purpose: Purpose | None = None) -> OpenAIStructuredLLM:
     """The structured-call client for ``purpose``'s calls under ``context`` (None: the default settings).
 
-    Cached per model, reasoning effort, token cap, endpoint, key, timeout, retries and prices.
-    Raises LLMUnavailable when no provider is configured at all.
+    Cached per model, reasoning effort, token cap, endpoint, key, timeout, retries, prices and dialect.
+    Raises LLMUnavailable when no provider is configured at all, ValueError for an unknown dialect.
     """
     ctx = context or Context()
     settings = ctx.for_purpose(purpose)
@@ -56,6 +57,7 @@ def get_llm(context: Context | None = None, purpose: Purpose | None = None) -> O
         int(ctx.llm_max_retries),
         os.environ.get(PRICES_ENV),
         options,
+        parse_dialect(ctx.structured_output),
     )
 
 
@@ -83,6 +85,7 @@ def _cached_llm(
     max_retries: int,
     prices_env: str | None,
     options: CallOptions,
+    structured_output: Dialect | None = None,
 ) -> OpenAIStructuredLLM:
     # prices_env is only part of the key: the client reads $VERILOOP_PRICES itself.
     return OpenAIStructuredLLM(
@@ -92,14 +95,16 @@ def _cached_llm(
         timeout_s=timeout_s,
         max_retries=max_retries,
         options=options,
+        structured_output=structured_output,
     )
 
 
 def clear_llm_cache() -> None:
-    """Forget cached clients and the models that refused reasoning_effort (after changing the
-    environment, or between tests)."""
+    """Forget cached clients, learned dialects and the models that refused reasoning_effort (after
+    changing the environment, or between tests)."""
     _cached_llm.cache_clear()
     forget_rejections()
+    forget_dialects()
 
 
 __all__ = [

@@ -1,10 +1,10 @@
 """The default structured-call client, on the ``openai`` SDK (OpenAI or any compatible server).
 
-One structured call = ``chat.completions.parse`` with a strict json_schema
-response format built from the pydantic schema. A compatible server that
-rejects json_schema with a 400 about ``response_format`` gets JSON mode
-instead (the schema described in a system message, the reply validated by
-pydantic); the client remembers that and skips json_schema afterwards.
+One structured call = one ``chat.completions.create`` in the endpoint's
+structured-output dialect (:mod:`veriloop.llm.dialects`: strict json_schema
+first; a server that rejects it steps down to json_object with a schema,
+plain JSON mode, a forced tool call, and the choice is remembered per
+endpoint and model). The reply is parsed leniently and validated by pydantic.
 
 Retries: only the SDK's own (``max_retries``, exponential backoff, honouring
 ``Retry-After``) for timeouts, connection errors, 429 and 5xx. What is left
@@ -14,7 +14,7 @@ schema (garbage, refusal, truncation, wrong types) is :class:`LLMOutputError`.
 Sync and async share one I/O-free core: an *exchange* is a generator that
 yields ``(method, kwargs)`` requests for ``chat.completions.with_raw_response``
 and receives the raw responses (or has the transport's exception thrown into
-it), so the json_schema call, the JSON-mode fallback, parsing and error mapping
+it), so the dialect fallback, parsing and error mapping
 are written once; :meth:`OpenAIStructuredLLM._run` (``OpenAI``) and
 :meth:`OpenAIStructuredLLM._arun` (``AsyncOpenAI``) are the two thin transports.
 
@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import threading
 import time
 import weakref
@@ -50,6 +49,16 @@ from veriloop.llm.base import (
     ToolCall,
     ToolTurn,
 )
+from veriloop.llm.dialects import (
+    DEFAULT_DIALECT,
+    Dialect,
+    answer_text,
+    fallback_after,
+    learned_dialect,
+    loads_lenient,
+    remember_dialect,
+    request_kwargs,
+)
 from veriloop.llm.pricing import PriceOverrides, load_prices, usage_for
 from veriloop.llm.reasoning import CallOptions, with_call_options
 from veriloop.schemas.usage import Purpose, Usage
@@ -60,9 +69,8 @@ PURPOSE_HEADER = "X-Veriloop-Purpose"
 """Sent with every request: which graph purpose (planning, verification, ...) the call serves."""
 
 _EXCERPT_CHARS = 200
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
-Request = tuple[Literal["parse", "create"], dict[str, Any]]
+Request = tuple[Literal["create"], dict[str, Any]]
 """One request of an exchange: a ``chat.completions.with_raw_response`` method name and its kwargs."""
 Exchange = Generator[Request, Any, Any]
 """An I/O-free call: yields requests, is sent each raw response (or thrown the transport's error)."""
@@ -82,18 +90,21 @@ class OpenAIStructuredLLM:
         max_retries: int = 2,
         prices: PriceOverrides | None = None,
         options: CallOptions | None = None,
+        structured_output: Dialect | None = None,
     ) -> None:
         self.model = model
         self.options = options or CallOptions()
         """Reasoning effort and output-token cap sent with every request (see veriloop.llm.reasoning)."""
+        self.structured_output = structured_output
+        """The configured dialect (never changed by a rejection); None: learn it per endpoint and model."""
         self.prices = load_prices(prices)
         """USD per 1M tokens: defaults, then $VERILOOP_PRICES, then ``prices``."""
         # The SDK's retries (exponential backoff, Retry-After) are the only retry layer.
         self.client = OpenAI(
             api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=max_retries
         )
-        self.json_mode = False
-        """True once the server rejected json_schema: every later call uses JSON mode."""
+        self._endpoint = str(self.client.base_url)
+        """The endpoint half of the (endpoint, model) key dialects are learned under."""
         self._async_settings = {
             "api_key": api_key,
             "base_url": base_url,
@@ -156,45 +167,46 @@ class OpenAIStructuredLLM:
 
     # -- the I/O-free core -----------------------------------------------------------------
 
+    @property
+    def dialect(self) -> Dialect:
+        """The structured-output dialect of the next call: configured, else learned, else the richest."""
+        return (
+            self.structured_output or learned_dialect(self._endpoint, self.model) or DEFAULT_DIALECT
+        )
+
     def _structured_exchange(
         self, messages: list[Message], schema: type[T], purpose: str
     ) -> Generator[Request, Any, tuple[T, Any]]:
-        """json_schema first (unless the server rejected it before), then JSON mode."""
-        headers = {PURPOSE_HEADER: purpose}
-        if not self.json_mode:
+        """One call in this endpoint's dialect; a rejected dialect (when not configured) steps down once per dialect."""
+        dialect = self.dialect
+        while True:
             try:
                 raw = yield (
-                    "parse",
+                    "create",
                     {
                         "model": self.model,
-                        "messages": messages,
-                        "response_format": schema,
-                        "extra_headers": headers,
+                        **request_kwargs(dialect, messages, schema),
+                        "extra_headers": {PURPOSE_HEADER: purpose},
                     },
                 )
-            except openai.BadRequestError as exc:
-                if not _rejects_json_schema(exc):
+            except openai.APIStatusError as exc:
+                fallback = None if self.structured_output else fallback_after(dialect, exc)
+                if fallback is None:
                     raise
                 log.warning(
-                    "%s rejected json_schema (%s); using JSON mode from now on",
+                    "%s at %s rejected the %s dialect (HTTP %s: %s); using %s from now on",
                     self.model,
-                    _api_message(exc),
+                    self._endpoint,
+                    dialect,
+                    exc.status_code,
+                    _api_message(exc)[:_EXCERPT_CHARS],
+                    fallback,
                 )
-                self.json_mode = True
+                remember_dialect(self._endpoint, self.model, fallback)
+                dialect = fallback
             else:
                 with _billing(raw):
-                    return _parsed(raw, schema)
-        raw = yield (
-            "create",
-            {
-                "model": self.model,
-                "messages": _with_schema_instruction(messages, schema),
-                "response_format": {"type": "json_object"},
-                "extra_headers": headers,
-            },
-        )
-        with _billing(raw):
-            return _validated(raw.parse(), schema)
+                    return _validated(raw.parse(), schema, dialect)
 
     def _tool_exchange(
         self, messages: list[Message], tools: list[dict[str, Any]], purpose: str
@@ -233,7 +245,7 @@ class OpenAIStructuredLLM:
 
     def _run(self, exchange: Exchange) -> Any:
         """Drive ``exchange`` over the sync client."""
-        exchange = with_call_options(exchange, self.options, str(self.client.base_url), self.model)
+        exchange = with_call_options(exchange, self.options, self._endpoint, self.model)
         try:
             request = next(exchange)
             while True:
@@ -250,7 +262,7 @@ class OpenAIStructuredLLM:
     async def _arun(self, exchange: Exchange) -> Any:
         """Drive ``exchange`` over this event loop's async client."""
         completions = (await self._async_client()).chat.completions.with_raw_response
-        exchange = with_call_options(exchange, self.options, str(self.client.base_url), self.model)
+        exchange = with_call_options(exchange, self.options, self._endpoint, self.model)
         try:
             request = next(exchange)
             while True:
@@ -338,26 +350,8 @@ def _billing(raw: Any) -> Iterator[None]:
         raise
 
 
-def _parsed(raw: Any, schema: type[T]) -> tuple[T, Any]:
-    """The SDK-parsed value of a json_schema call and its completion; failures become LLMOutputError."""
-    try:
-        completion = raw.parse()
-    except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as exc:
-        raise LLMOutputError(
-            f"{schema.__name__}: no complete answer ({type(exc).__name__})"
-        ) from exc
-    except ValidationError as exc:
-        raise invalid_output(schema, _raw_content(raw), exc) from exc
-    message = completion.choices[0].message
-    if message.refusal:
-        raise _refused(schema, message.refusal)
-    if message.parsed is None:
-        raise invalid_output(schema, message.content)
-    return message.parsed, completion
-
-
-def _validated(completion: Any, schema: type[T]) -> tuple[T, Any]:
-    """A JSON-mode reply validated against ``schema``, and its completion."""
+def _validated(completion: Any, schema: type[T], dialect: Dialect) -> tuple[T, Any]:
+    """The answer of a ``dialect`` reply, parsed leniently and validated against ``schema``, and its completion."""
     choice = completion.choices[0]
     if choice.message.refusal:
         raise _refused(schema, choice.message.refusal)
@@ -365,11 +359,10 @@ def _validated(completion: Any, schema: type[T]) -> tuple[T, Any]:
         raise LLMOutputError(
             f"{schema.__name__}: no complete answer (finish_reason={choice.finish_reason})"
         )
-    content = (choice.message.content or "").strip()
-    fenced = _FENCE.match(content)  # local models often wrap JSON mode output in a code fence
+    content = answer_text(dialect, choice.message) or ""
     try:
-        return schema.model_validate_json(fenced.group(1) if fenced else content), completion
-    except ValidationError as exc:
+        return schema.model_validate(loads_lenient(content)), completion
+    except (ValueError, ValidationError) as exc:  # JSONDecodeError is a ValueError
         raise invalid_output(schema, content, exc) from exc
 
 
@@ -436,30 +429,6 @@ def invalid_output(
     return LLMOutputError(
         f"{schema.__name__}: model output is not a valid {schema.__name__}{detail}: {excerpt!r}"
     )
-
-
-def _raw_content(raw: Any) -> str | None:
-    try:
-        return raw.http_response.json()["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError):
-        return raw.http_response.text
-
-
-def _with_schema_instruction(messages: list[Message], schema: type) -> list[Message]:
-    """The messages with the JSON schema spelled out in the (first) system message."""
-    instruction = (
-        "Answer with one JSON object only (no prose, no code fence) that validates against this JSON schema:\n"
-        + json.dumps(schema.model_json_schema(), separators=(",", ":"))
-    )
-    if messages and messages[0].get("role") == "system":
-        first = messages[0]
-        return [{**first, "content": f"{first['content']}\n\n{instruction}"}, *messages[1:]]
-    return [{"role": "system", "content": instruction}, *messages]
-
-
-def _rejects_json_schema(exc: openai.BadRequestError) -> bool:
-    text = f"{exc.param or ''} {_api_message(exc)}".lower()
-    return "response_format" in text or "json_schema" in text
 
 
 def _api_message(exc: openai.APIStatusError) -> str:

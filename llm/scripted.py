@@ -59,6 +59,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from veriloop.llm.dialects import Dialect, dialect_of
 from veriloop.llm.openai_client import PURPOSE_HEADER
 
 ANY_PURPOSE = "*"
@@ -135,6 +136,8 @@ class ScriptedRequest:
     """Names of the function tools offered (empty when the request offers none)."""
     endpoint: str = "chat.completions"
     """Which API the request called: ``chat.completions`` or ``responses``."""
+    dialect: Dialect | None = None
+    """The structured-output dialect asked for (None: no structured answer, e.g. a tool turn)."""
 
     @property
     def text(self) -> str:
@@ -187,9 +190,16 @@ class ScriptedModelServer:
     """An OpenAI-compatible ``/v1/chat/completions`` server with scripted answers, on 127.0.0.1."""
 
     def __init__(
-        self, *, reject_json_schema: bool = False, port: int = 0, latency_s: float = 0.0
+        self,
+        *,
+        reject_json_schema: bool = False,
+        rejections: dict[str, Fail | RawBody] | None = None,
+        port: int = 0,
+        latency_s: float = 0.0,
     ) -> None:
         self.reject_json_schema = reject_json_schema
+        self.rejections: dict[str, Fail | RawBody] = dict(rejections or {})
+        """Per dialect name, the error sent instead of an answer (a server that does not speak it)."""
         self.latency_s = latency_s
         """Every answer waits this long first (a model's latency; lets side-by-side calls overlap)."""
         self._address = ("127.0.0.1", port)  # loopback only; port 0 = a free one
@@ -425,7 +435,11 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 self._respond(request, body)
 
         def _respond(self, request: ScriptedRequest, body: dict) -> None:
-            if server.reject_json_schema and request.response_format_type == "json_schema":
+            rejection = server.rejections.get(request.dialect or "")
+            if rejection is not None:
+                self._answer(request, body, rejection)
+                return
+            if server.reject_json_schema and request.dialect == "json_schema":
                 self._send_error(
                     400,
                     "response_format type 'json_schema' is not supported by this server",
@@ -575,6 +589,7 @@ def _parse_request(body: dict, headers: dict[str, str]) -> ScriptedRequest:
         body=body,
         headers=headers,
         tools=tools,
+        dialect=dialect_of(body),
     )
 
 
@@ -583,6 +598,9 @@ def _completion(body: dict, request: ScriptedRequest, answer: Answer) -> dict:
     refusal = answer.message if isinstance(answer, Refusal) else None
     finish_reason = "length" if isinstance(answer, Truncated) else "stop"
     tool_calls = None
+    if request.dialect == "tool_call" and not isinstance(answer, Refusal | Truncated | ToolCalls):
+        # A forced tool call carries the answer as the arguments of the one tool offered.
+        answer = ToolCalls([(request.tools[0] if request.tools else "answer", _render(answer))])
     if isinstance(answer, ToolCalls):
         finish_reason = "tool_calls"
         tool_calls = _render_tool_calls(answer, _tool_calls_so_far(request.messages))

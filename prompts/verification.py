@@ -7,6 +7,7 @@ the system prompt carries :data:`~veriloop.prompts.page_data.PAGE_DATA_RULE`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from veriloop.prompts.grounding import LOOKUP_QUERY_RULE
@@ -22,7 +23,7 @@ STEP_TASK_LEVEL_EXAMPLE = (
     'Example, goal "Add a patient named Jas": after clicking "New Patient" the form opens -> '
     "action_succeeded true, task_completed false. After typing Jas into the name field -> "
     'action_succeeded true, task_completed false. After clicking "Save" a "Patient saved" message '
-    "appears -> action_succeeded true, task_completed true."
+    "appears -> action_succeeded true, task_completed true, evidence = the number of that message's line."
 )
 
 VERIFICATION_SYSTEM_PROMPT = f"""You verify one browser action of a web agent. You get the user's goal, the action just executed \
@@ -38,6 +39,9 @@ Your answer's fields are a contract: the system acts on them and never reads you
 blocked_auth (login needed), captcha or unknown; else null.
 - impossible: true only when the page shows the goal cannot be achieved at all.
 {LOOKUP_QUERY_RULE}
+- evidence: the numbers of the observation lines that show the entire goal is met, e.g. [2]. Required \
+when task_completed is true (a completion without evidence is not accepted); lines saying that \
+nothing changed are never evidence. Empty otherwise.
 
 {STEP_TASK_LEVEL_CONTRACT}
 {STEP_TASK_LEVEL_EXAMPLE}
@@ -59,11 +63,25 @@ def verification_user_message(
     return "\n".join(lines)
 
 
+def numbered(lines: Sequence[str]) -> list[str]:
+    """``[1] first line``, ``[2] second line``...: the numbers a verdict's ``evidence`` cites."""
+    return [f"[{number}] {line}" for number, line in enumerate(lines, start=1)]
+
+
+_NUMBERED_LINE = re.compile(r"^\[(\d+)\] (.*)$", re.MULTILINE)
+
+
+def numbered_lines(text: str) -> dict[int, str]:
+    """The observation lines of a verification prompt by number: the inverse of :func:`numbered`."""
+    return {int(number): line for number, line in _NUMBERED_LINE.findall(text)}
+
+
 def build_verification_messages(
     goal: str, action: str, observations: Sequence[str], sub_task_objective: str | None = None
 ) -> list[dict[str, str]]:
-    """System and user messages for the semantic verdict; observations sit inside the page-data section."""
-    section = page_data_lines(f"- {line}" for line in observations)
+    """System and user messages for the semantic verdict; observations sit inside the page-data section,
+    numbered from 1 so the verdict can cite them as evidence."""
+    section = page_data_lines(numbered(observations))
     return [
         {"role": "system", "content": VERIFICATION_SYSTEM_PROMPT},
         {

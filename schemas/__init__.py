@@ -11,6 +11,7 @@ from veriloop.schemas.observation import (
 )
 from veriloop.schemas.outputs import (
     ActionChoice,
+    CompletionAudit,
     CorrectionChoice,
     CorrectionStrategy,
     CriticReview,
@@ -43,7 +44,11 @@ from veriloop.schemas.usage import (
     total_usage,
     usage_by_purpose_and_model,
 )
-from veriloop.schemas.verification import FailureCategory, VerificationResult
+from veriloop.schemas.verification import (
+    CompletionAuditResult,
+    FailureCategory,
+    VerificationResult,
+)
 
 __all__ = [
     "Action",
@@ -86,6 +91,8 @@ __all__ = [
     "RefinedStep",
     "ReplanningResult",
     "SemanticVerdict",
+    "CompletionAudit",
+    "CompletionAuditResult",
     "StepStatus",
     "SubTask",
     "TaskStatus",

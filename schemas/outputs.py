@@ -35,6 +35,21 @@ class SemanticVerdict(ModelOutput):
         default=None,
         description="A web search query for a fact the observations cannot settle; null when they do.",
     )
+    evidence: list[int] = Field(
+        default_factory=list,
+        description="Numbers of the observation lines (as numbered) that show the goal is met; "
+        "required for task_completed.",
+    )
+
+
+class CompletionAudit(ModelOutput):
+    """A second, independent look before finish(): does the whole trajectory show the goal is met?"""
+
+    goal_met: bool = Field(
+        description="The changes observed over the whole task show the ENTIRE goal is achieved."
+    )
+    confidence: float = Field(ge=0.0, le=1.0)
+    reason: str = Field(description="Short explanation for people; never used for routing.")
 
 
 class PlannedStep(ModelOutput):

@@ -17,10 +17,12 @@ Purpose = Literal[
     "execution",
     "review",
     "grounding",
+    "audit",
 ]
 """Why a model call was made. The plan graph reuses planning (writing a manifest), replanning and
 critic, and adds execution (an ``llm`` step's tool-calling turns) and review (a critical step's LLM
-review check). grounding is a verifier's web lookup (a search provider's call, priced like a model's)."""
+review check). grounding is a verifier's web lookup (a search provider's call, priced like a model's).
+``audit`` is the browser graph's finish audit (its usage counts as verification)."""
 PURPOSES: tuple[str, ...] = Purpose.__args__
 
 

@@ -58,3 +58,20 @@ class VerificationResult(WireModel):
         default_factory=list,
         description="URLs of the web lookup the verdict was judged again with (also cited in reason).",
     )
+    evidence: list[int] = Field(
+        default_factory=list,
+        description="Observation line numbers (1-based) the verdict cited as showing the goal is met.",
+    )
+    uncited_completion: bool = Field(
+        default=False,
+        description="The verdict claimed completion without citing existing change lines: not achieved.",
+    )
+
+
+class CompletionAuditResult(WireModel):
+    """The finish audit's decision: finish() only when it agrees with the verifier."""
+
+    agreed: bool = Field(description="goal_met and confidence >= the goal threshold.")
+    goal_met: bool = False
+    confidence: float = Field(default=0.0, ge=0.0, le=1.0)
+    reason: str = Field(default="", description="For logs and display only; never routed on.")

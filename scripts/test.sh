@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --dev
+scripts/setup_local_model.sh  # the live_local tier's real model (built once, cached under ~/.cache)
 export VERILOOP_TEST_POSTGRES_URL=${VERILOOP_TEST_POSTGRES_URL:-postgresql://postgres@127.0.0.1:5432/veriloop_test}
 scripts/ensure_postgres.sh "$VERILOOP_TEST_POSTGRES_URL"
 unset OPENAI_API_KEY OPENAI_BASE_URL

@@ -89,6 +89,29 @@ Model = Annotated[
 ]
 
 
+@app.callback()
+def _options(
+    structured_output: Annotated[
+        str | None,
+        typer.Option(
+            "--structured-output",
+            help="Structured-output dialect of the model server for every command: json_schema, "
+            "json_object_schema, json_object, tool_call or auto (default: VERILOOP_STRUCTURED_OUTPUT, "
+            "else detected).",
+        ),
+    ] = None,
+) -> None:
+    if structured_output is not None:
+        from veriloop.llm.dialects import parse_dialect
+
+        try:
+            parse_dialect(structured_output)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--structured-output") from exc
+        # Context reads VERILOOP_<FIELD>: every command's model calls (and any service it starts) see it.
+        os.environ["VERILOOP_STRUCTURED_OUTPUT"] = structured_output
+
+
 def describe_step(step) -> str:
     """One line per step: verdict on the previous action, what was seen, the action, tokens, times."""
     parts = [f"[bold]step {step.index + 1:>2}[/]"]

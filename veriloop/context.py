@@ -81,6 +81,13 @@ class Context:
             "description": "OpenAI-compatible endpoint; None uses OPENAI_BASE_URL or the SDK default."
         },
     )
+    structured_output: str | None = field(
+        default=None,
+        metadata={
+            "description": "Structured-output dialect of the endpoint: json_schema, json_object_schema, "
+            "json_object or tool_call; None (or auto) learns it from the server's first rejection."
+        },
+    )
     llm_timeout_s: float = field(
         default=60.0, metadata={"description": "Per-call model timeout in seconds."}
     )

@@ -17,10 +17,12 @@ from dataclasses import dataclass
 
 from lxml import html as lxml_html
 
+from veriloop.engines.completion import change_line_numbers
 from veriloop.llm.scripted import ScriptedModelServer, ScriptedRequest
 from veriloop.prompts.page_data import PAGE_DATA_BEGIN, PAGE_DATA_END
 from veriloop.schemas.outputs import (
     ActionChoice,
+    CompletionAudit,
     CorrectionChoice,
     CriticReview,
     PlannedStep,
@@ -142,6 +144,7 @@ class DemoPlaybook:
             "refinement": self.refine,
             "action": self.act,
             "verification": self.verify,
+            "audit": self.audit,
             "correction": self.correct,
             "replanning": self.replan,
             "critic": lambda _request: CriticReview(review="Looks right. <Approved>YES</Approved>"),
@@ -184,7 +187,20 @@ class DemoPlaybook:
             else "The step worked; the goal is not done yet"
         )
         return SemanticVerdict(
-            action_succeeded=True, task_completed=done, confidence=0.9, reason=reason
+            action_succeeded=True,
+            task_completed=done,
+            confidence=0.9,
+            reason=reason,
+            evidence=change_line_numbers(request.text, task.done_marker) if done else [],
+        )
+
+    def audit(self, request: ScriptedRequest) -> CompletionAudit:
+        task = _task(request)
+        done = task.done_marker in request.text
+        return CompletionAudit(
+            goal_met=done,
+            confidence=0.9,
+            reason=f"'{task.done_marker}' appeared" if done else "no sign of the goal yet",
         )
 
     def correct(self, request: ScriptedRequest) -> CorrectionChoice:

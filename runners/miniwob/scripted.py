@@ -19,12 +19,14 @@ import threading
 
 from pydantic import BaseModel
 
+from veriloop.engines.completion import change_line_numbers
 from veriloop.llm.scripted import ANY_PURPOSE, ScriptedModelServer, ScriptedRequest
 from veriloop.prompts.page_data import PAGE_DATA_BEGIN, PAGE_DATA_END
 from veriloop.runners.miniwob.targets import Element, Step, next_step, parse_page, solve
 from veriloop.schemas.actions import Action
 from veriloop.schemas.outputs import (
     ActionChoice,
+    CompletionAudit,
     CorrectionChoice,
     CriticReview,
     PlannedStep,
@@ -37,6 +39,8 @@ from veriloop.schemas.page_contract import ELEMENT_ID_ATTR
 
 _GOAL = re.compile(r"^User goal: (.+)$", re.MULTILINE)
 _EXECUTED = re.compile(r"^Action executed: (.+)$", re.MULTILINE)
+_AUDITED = re.compile(r"^Action \d+: (.+)$", re.MULTILINE)
+"""An action line of the finish audit's trajectory (engines/completion.py: build_trajectory)."""
 _PAGE = re.compile(re.escape(PAGE_DATA_BEGIN) + r"\n(.*?)\n" + re.escape(PAGE_DATA_END), re.DOTALL)
 
 
@@ -102,6 +106,8 @@ class MiniWobPlaybook:
             return self._action(goal, request)
         if purpose == "verification":
             return self._verdict(goal, request)
+        if purpose == "audit":
+            return self._audit(goal, request)
         if purpose == "correction":
             return CorrectionChoice(
                 strategy="retry_with_delay", thought="Give the page a moment and look again."
@@ -168,11 +174,13 @@ class MiniWobPlaybook:
             final = self._issued.get(goal, {}).get(executed.group(1).strip() if executed else "")
         ours = final is not None
         if ours and self._lying(goal):
+            # A consistent liar: it cites real changes, and the audit (this playbook too) agrees.
             return SemanticVerdict(
                 action_succeeded=True,
                 task_completed=True,
                 confidence=0.95,
                 reason="Scripted false claim: the goal is declared achieved.",
+                evidence=change_line_numbers(request.text),
             )
         done = bool(final)
         return SemanticVerdict(
@@ -182,4 +190,18 @@ class MiniWobPlaybook:
             reason="The final step was carried out and the page changed."
             if done
             else "The page changed as expected.",
+            evidence=change_line_numbers(request.text) if done else [],
+        )
+
+    def _audit(self, goal: str, request: ScriptedRequest) -> CompletionAudit:
+        """Met when the trajectory's last action is one this playbook issued as the final step (the
+        liar always agrees with itself)."""
+        actions = _AUDITED.findall(request.text)
+        with self._lock:
+            final = self._issued.get(goal, {}).get(actions[-1].strip() if actions else "")
+        met = self._lying(goal) or bool(final)
+        return CompletionAudit(
+            goal_met=met,
+            confidence=0.9,
+            reason="The last action was the final step." if met else "Steps remain.",
         )

@@ -135,7 +135,7 @@ async def test_a_lookup_query_triggers_one_search_and_a_second_judgement(
     scripted_model.script(
         "verification",
         verdict(0.95, lookup_query="Rust book 2026 edition"),
-        verdict(0.9, task_completed=True, reason="The 2026 edition is in the cart."),
+        verdict(0.9, task_completed=True, reason="The 2026 edition is in the cart.", evidence=[2]),
     )
     outcome = await verify(TavilySearch())
     result = outcome.result

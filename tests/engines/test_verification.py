@@ -160,7 +160,9 @@ async def test_completion_at_medium_confidence_finishes_and_is_logged(
     verify, page, scripted_model, caplog
 ):
     caplog.set_level(logging.INFO, logger="veriloop")
-    scripted_model.script("verification", verdict(task_completed=True, confidence=0.75))
+    scripted_model.script(
+        "verification", verdict(task_completed=True, confidence=0.75, evidence=[2])
+    )
     result = (await verify(page(alert="Patient saved"))).result
     assert result.goal_achieved is True
     assert events(caplog, LOW_CONFIDENCE_COMPLETION)
@@ -169,7 +171,8 @@ async def test_completion_at_medium_confidence_finishes_and_is_logged(
 @pytest.mark.parametrize(("confidence", "success"), [(0.69, False), (0.70, True)])
 async def test_success_threshold(verify, page, scripted_model, confidence, success):
     scripted_model.script(
-        "verification", verdict(action_succeeded=True, task_completed=True, confidence=confidence)
+        "verification",
+        verdict(action_succeeded=True, task_completed=True, confidence=confidence, evidence=[2]),
     )
     result = (await verify(page(button="Saved"))).result
     assert result.success is success
@@ -177,7 +180,9 @@ async def test_success_threshold(verify, page, scripted_model, confidence, succe
 
 
 async def test_thresholds_come_from_the_caller(verify, page, scripted_model):
-    scripted_model.script("verification", verdict(task_completed=True, confidence=0.8))
+    scripted_model.script(
+        "verification", verdict(task_completed=True, confidence=0.8, evidence=[2])
+    )
     result = (await verify(page(button="Saved"), success_threshold=0.9, goal_threshold=0.9)).result
     assert (result.success, result.goal_achieved) == (False, False)
 
@@ -192,7 +197,11 @@ async def test_routing_fields_not_reason_words_decide(verify, page, scripted_mod
             reason="Task completed successfully, aligns with the goal",
         ),
         verdict(
-            task_completed=True, action_succeeded=True, confidence=0.95, reason="failed? not sure"
+            task_completed=True,
+            action_succeeded=True,
+            confidence=0.95,
+            reason="failed? not sure",
+            evidence=[2],
         ),
     )
     assert (await verify(page(button="Saved"))).result.goal_achieved is False

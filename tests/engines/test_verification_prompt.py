@@ -47,7 +47,7 @@ def test_observations_sit_only_inside_the_data_section():
     assert system["role"] == "system" and user["role"] == "user"
     assert INJECTION not in system["content"]
     (section,) = data_sections(user["content"])
-    assert section == "\n".join(f"- {line}" for line in lines)
+    assert section == "\n".join(f"[{n}] {line}" for n, line in enumerate(lines, start=1))
     outside = user["content"].replace(section, "")
     assert INJECTION not in outside
     assert "User goal: Add a patient named Jas" in outside

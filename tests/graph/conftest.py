@@ -13,6 +13,7 @@ from veriloop.context import Context
 from veriloop.llm.scripted import ScriptedRequest
 from veriloop.schemas import (
     ActionChoice,
+    CompletionAudit,
     Observation,
     PlannedStep,
     PlanOutput,
@@ -111,12 +112,21 @@ def _jas_step(request: ScriptedRequest) -> int:
     return 1 if 'data-veriloop-id="5"' in request.text else 0
 
 
+def jas_audit(request) -> CompletionAudit:
+    """An honest finish audit for the Jas task: met once the confirmation was observed."""
+    met = "Patient Jas added" in request.text
+    return CompletionAudit(
+        goal_met=met, confidence=0.9, reason="confirmation seen" if met else "no"
+    )
+
+
 @pytest.fixture
 def jas(scripted_model):
     """The seed's "Add a patient named Jas" task: a scripted plan; refinements and actions answer the
-    page in the prompt, as a model would (a discarded lookahead must not shift them); verdicts are up
-    to the test."""
+    page in the prompt, as a model would (a discarded lookahead must not shift them); an honest
+    finish audit; verdicts are up to the test."""
     scripted_model.script("planning", JAS_PLAN)
     scripted_model.on("refinement", lambda request: JAS_REFINED[_jas_step(request)])
     scripted_model.on("action", lambda request: JAS_ACTIONS[_jas_step(request)])
+    scripted_model.on("audit", jas_audit)
     return scripted_model

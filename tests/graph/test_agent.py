@@ -27,7 +27,7 @@ def happy(jas, verdict):
         "verification",
         verdict(True, False, 0.9),
         verdict(True, False, 0.9),
-        verdict(True, True, 0.9),
+        verdict(True, True, 0.9, evidence=[2]),
     )
     return jas
 
@@ -53,7 +53,7 @@ def test_run_drives_the_task_with_a_caller_supplied_executor(agent, happy, obser
     assert report.status == "completed" and report.goal == GOAL
     assert [str(a) for a in executed] == ["click(4)", 'setValue(5, "Jas")', "click(7)"]
     assert len(report.actions) == 4 and len(report.verifications) == 3
-    assert report.total_usage.calls == 10
+    assert report.total_usage.calls == 11  # with the finish audit
 
 
 def test_run_stops_after_max_steps(agent, happy, observe):

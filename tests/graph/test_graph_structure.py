@@ -1,4 +1,4 @@
-"""The compiled graph: eleven nodes wired as DESIGN.md says (Mermaid snapshot plus explicit edges)."""
+"""The compiled graph: twelve nodes wired as DESIGN.md says (Mermaid snapshot plus explicit edges)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from veriloop.graph import build_graph, graph
 SNAPSHOT = Path(__file__).parent / "snapshots" / "graph.mmd"
 NODES = {
     "planning", "step_refinement", "action_generation", "observation", "verification",
-    "lookahead", "use_lookahead", "correction", "replanning", "goal_achieved", "finalize",
+    "lookahead", "use_lookahead", "correction", "replanning", "goal_achieved", "completion_audit",
+    "finalize",
 }  # fmt: skip
 CONDITIONAL = {
     ("__start__", "planning"),
@@ -29,9 +30,13 @@ CONDITIONAL = {
     ("correction", "replanning"),
     ("replanning", "planning"),
     ("replanning", "step_refinement"),
+    ("completion_audit", "finalize"),
+    ("completion_audit", "use_lookahead"),
+    ("completion_audit", "planning"),
+    ("completion_audit", "correction"),
 }
 DIRECT = {
-    ("goal_achieved", "finalize"),
+    ("goal_achieved", "completion_audit"),
     ("planning", "step_refinement"),
     ("step_refinement", "action_generation"),
     ("finalize", "__end__"),
@@ -39,7 +44,7 @@ DIRECT = {
 }
 
 
-def test_eleven_nodes_and_the_design_edges():
+def test_twelve_nodes_and_the_design_edges():
     drawn = graph.get_graph()
     assert set(drawn.nodes) - {"__start__", "__end__"} == NODES
     edges = {(e.source, e.target): e.conditional for e in drawn.edges}

@@ -17,7 +17,9 @@ def test_add_patient_jas_verifies_every_action_and_completes_once(agent, jas, ob
         "verification",
         verdict(True, False, 0.9, "The new patient form opened."),
         verdict(True, False, 0.9, "The name field now holds Jas."),
-        verdict(True, True, 0.95, "Jas appears in the patient list with a confirmation."),
+        verdict(
+            True, True, 0.95, "Jas appears in the patient list with a confirmation.", evidence=[2]
+        ),
     )
     first = agent.step(observe("patients", query=GOAL, session_id="tab-1"))
     assert (first.action, first.status, first.step_index, first.verification) == (
@@ -47,7 +49,7 @@ def test_add_patient_jas_verifies_every_action_and_completes_once(agent, jas, ob
     # N actions, N verifications, each about its own action; goal achieved only by the third.
     assert [v["step_index"] for v in task.verifications] == [0, 1, 2]
     assert [v["goal_achieved"] for v in task.verifications] == [False, False, True]
-    assert jas.calls("verification") == 3
+    assert jas.calls("verification") == 3 and jas.calls("audit") == 1
     # Every action carries the page it was chosen on.
     assert [a["before_state"]["url"] for a in task.actions] == [
         "http://clinic.test/patients",
@@ -68,9 +70,9 @@ def test_add_patient_jas_verifies_every_action_and_completes_once(agent, jas, ob
         "planning": 1,
         "refinement": 3,
         "action": 3,
-        "verification": 3,
+        "verification": 4,  # three verdicts and the finish audit
     }
-    assert task.total_usage.calls == 10
+    assert task.total_usage.calls == 11
     # The verdict on click(7) was asked about click(7), with observations rather than the page.
     last_verification = [r for r in jas.requests if r.purpose == "verification"][-1]
     assert "click(7)" in last_verification.text and "Patient Jas added" in last_verification.text

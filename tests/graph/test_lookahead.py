@@ -62,7 +62,7 @@ def test_the_goal_verdict_finishes_without_a_lookahead_on_the_last_step(jas, obs
         "verification",
         verdict(True, False, 0.9),
         verdict(True, False, 0.9),
-        verdict(True, True, 0.95),
+        verdict(True, True, 0.95, evidence=[2]),  # [2]: the first change on patient_saved
     )
     first = agent.step(observe("patients", query=GOAL))
     agent.step(observe("patient_form", task_id=first.task_id))

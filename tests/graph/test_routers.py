@@ -10,6 +10,7 @@ from langgraph.runtime import Runtime
 from veriloop.context import Context
 from veriloop.graph.routers import (
     route_after_action_generation,
+    route_after_completion_audit,
     route_after_correction,
     route_after_replanning,
     route_after_verification,
@@ -144,3 +145,45 @@ def test_route_after_replanning(regenerated, minor, text):
     }
     expected = "step_refinement" if (not regenerated and minor) else "planning"
     assert route_after_replanning(state) == expected
+
+
+@pytest.mark.parametrize(
+    ("agreed", "success", "expected"),
+    [
+        (True, True, "finalize"),
+        (True, False, "finalize"),
+        (False, True, "planning"),  # vetoed: on to the next step as after a verified success
+        (False, False, "correction"),
+        (None, True, "planning"),  # no audit decision is not an agreement
+    ],
+)
+@pytest.mark.parametrize("texts", TEXTS)
+def test_route_after_completion_audit_reads_only_the_typed_decision(
+    agreed, success, expected, texts
+):
+    audit = None if agreed is None else {"agreed": agreed, "goal_met": True, **texts}
+    state = {
+        "completion_audit": audit,
+        "verification_result": {"goal_achieved": False, "success": success, **texts},
+        "action_history": _history(1),
+    }
+    assert route_after_completion_audit(state, RUNTIME) == expected
+
+
+def test_a_veto_with_a_prepared_lookahead_uses_it():
+    state = {
+        "completion_audit": {"agreed": False},
+        "verification_result": {"goal_achieved": False, "success": True},
+        "action_history": _history(1),
+        "lookahead_planned": True,
+    }
+    assert route_after_completion_audit(state, RUNTIME) == "use_lookahead"
+
+
+def test_a_veto_that_left_goal_achieved_set_still_never_finishes():
+    state = {
+        "completion_audit": {"agreed": False},
+        "verification_result": {"goal_achieved": True, "success": True},
+        "action_history": _history(1),
+    }
+    assert route_after_completion_audit(state, RUNTIME) == "correction"

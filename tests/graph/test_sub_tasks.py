@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from veriloop.schemas import ActionChoice, CorrectionChoice, PlannedStep, PlanOutput, RefinedStep
+from veriloop.schemas import (
+    ActionChoice,
+    CompletionAudit,
+    CorrectionChoice,
+    PlannedStep,
+    PlanOutput,
+    RefinedStep,
+)
 
 GOAL = "Add a patient named Jas"
 SUB_TASKS = ["The new patient form is open", "Jas is saved"]
@@ -30,6 +37,9 @@ def test_goal_is_achieved_when_every_sub_task_is_verified_complete(
         verdict(True, False, 0.9, sub_task_completed=True),
         verdict(True, False, 0.9, sub_task_completed=False),  # progress, sub-task not done yet
         verdict(True, False, 0.9, sub_task_completed=True),  # the model did not say task_completed
+    )
+    scripted_model.on(
+        "audit", lambda _: CompletionAudit(goal_met=True, confidence=0.9, reason="all done")
     )
     first = agent.step(observe("patients", query=GOAL))
     replies = [

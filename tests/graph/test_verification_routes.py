@@ -9,7 +9,7 @@ import pytest
 from veriloop.context import Context
 from veriloop.llm.base import LLMUnavailable
 from veriloop.llm.scripted import Fail, Refusal
-from veriloop.schemas import CorrectionChoice
+from veriloop.schemas import CompletionAudit, CorrectionChoice
 
 GOAL = "Add a patient named Jas"
 
@@ -30,7 +30,8 @@ def test_reason_text_saying_completed_does_not_complete(agent, jas, observe, ver
 
 
 def test_low_confidence_completion_completes_and_is_logged(agent, jas, observe, verdict, caplog):
-    jas.script("verification", verdict(True, True, 0.72))
+    jas.script("verification", verdict(True, True, 0.72, evidence=[1]))  # [1]: the navigation
+    jas.on("audit", lambda _: CompletionAudit(goal_met=True, confidence=0.9, reason="agreed"))
     with caplog.at_level(logging.INFO, logger="veriloop"):
         first, second = _after_first_action(agent, observe)
     assert second.status == "completed" and second.action == "finish()"
@@ -41,7 +42,7 @@ def test_low_confidence_completion_completes_and_is_logged(agent, jas, observe, 
 
 
 def test_below_the_goal_threshold_does_not_complete(agent, jas, observe, verdict, caplog):
-    jas.script("verification", verdict(True, True, 0.69))
+    jas.script("verification", verdict(True, True, 0.69, evidence=[1]))
     jas.script("correction", CorrectionChoice(strategy="retry_with_delay", thought="give it time"))
     with caplog.at_level(logging.INFO, logger="veriloop"):
         first, second = _after_first_action(agent, observe)

@@ -91,7 +91,7 @@ async def test_astructured_falls_back_to_json_mode_and_remembers() -> None:
         assert (
             await client.astructured("verification", MESSAGES, SemanticVerdict)
         ).value == VERDICT
-        assert client.json_mode
+        assert client.dialect == "json_object_schema"
         assert (
             await client.astructured("verification", MESSAGES, SemanticVerdict)
         ).value == VERDICT

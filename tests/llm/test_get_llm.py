@@ -93,5 +93,7 @@ def test_json_mode_fallback_is_remembered_per_client(scripted_model: ScriptedMod
     scripted_model.on("action", lambda req: CHOICE)
     mini, other = get_llm(Context(model="a")), get_llm(Context(model="b"))
     mini.structured("action", MESSAGES, ActionChoice)
-    assert mini.json_mode and not other.json_mode
-    assert get_llm(Context(model="a")).json_mode  # the cached client keeps what it learned
+    assert mini.dialect == "json_object_schema" and other.dialect == "json_schema"
+    assert (
+        get_llm(Context(model="a")).dialect == "json_object_schema"
+    )  # the cached client keeps what it learned

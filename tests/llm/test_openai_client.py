@@ -110,7 +110,7 @@ def test_refusal_and_truncation_are_llm_output_errors(
         client.structured("action", MESSAGES, ActionChoice)
     with pytest.raises(LLMOutputError, match="ActionChoice: no complete answer"):
         client.structured("action", MESSAGES, ActionChoice)
-    assert client.json_mode is json_mode
+    assert (client.dialect == "json_object_schema") is json_mode
 
 
 def test_server_error_then_success_is_retried_by_the_sdk(
@@ -168,7 +168,7 @@ def test_client_error_is_unavailable_and_not_a_fallback(
     client = llm()
     with pytest.raises(LLMUnavailable, match="HTTP 400.*maximum context length"):
         client.structured("verification", MESSAGES, SemanticVerdict)
-    assert not client.json_mode
+    assert client.dialect == "json_schema"
     assert scripted_model.calls() == 1
 
 
@@ -192,10 +192,11 @@ def test_json_schema_rejected_falls_back_to_json_mode_and_remembers(
 
     first = client.structured("verification", MESSAGES, SemanticVerdict)
     assert first.value == VERDICT
-    assert client.json_mode
+    assert client.dialect == "json_object_schema"
     rejected, fallback = scripted_model.requests
     assert rejected.response_format_type == "json_schema"
     assert fallback.response_format_type == "json_object"
+    assert fallback.body["response_format"]["schema"]["required"]  # the schema for the grammar
     assert fallback.purpose == "verification"  # the header still names the purpose
     # The schema travels in the existing system message, the rest of the conversation is unchanged.
     assert fallback.messages[0]["content"].startswith("You judge browser actions.")

@@ -16,12 +16,14 @@ import pytest
 from typer.testing import CliRunner
 
 from veriloop.cli import app
+from veriloop.engines.completion import change_line_numbers
 from veriloop.llm.scripted import ScriptedModelServer, ScriptedRequest
 from veriloop.runners.browser.agents import HttpAgent
 from veriloop.runners.browser.client import ChromiumBrowser
 from veriloop.runners.browser.loop import run_task
 from veriloop.schemas.outputs import (
     ActionChoice,
+    CompletionAudit,
     PlannedStep,
     PlanOutput,
     RefinedStep,
@@ -64,6 +66,13 @@ def _script(server: ScriptedModelServer) -> None:
             task_completed="'Subscribed'" in r.text,
             confidence=0.9,
             reason="ok",
+            evidence=change_line_numbers(r.text, "'Subscribed'"),
+        ),
+    )
+    server.on(
+        "audit",
+        lambda r: CompletionAudit(
+            goal_met="'Subscribed'" in r.text, confidence=0.9, reason="the page says so"
         ),
     )
 
@@ -234,6 +243,7 @@ def test_run_model_flags_route_each_purpose_and_print_usage_per_model(
         ("refinement", "gpt-4.1", None),
         ("action", "local-actor", "low"),
         ("verification", "o4-mini", "high"),
+        ("audit", "gpt-4.1", None),  # the finish audit: the default model unless --model audit=...
     }
     rows = [line.split("│")[1:3] for line in done.stdout.splitlines() if line.count("│") == 7]
     assert {(p.strip(), m.strip()) for p, m in rows} == {
@@ -241,6 +251,7 @@ def test_run_model_flags_route_each_purpose_and_print_usage_per_model(
         ("refinement", "gpt-4.1"),
         ("action", "local-actor"),
         ("verification", "o4-mini"),
+        ("verification", "gpt-4.1"),  # the audit's call, counted as verification cost
     }
 
 

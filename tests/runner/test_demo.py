@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from veriloop.engines.completion import change_line_numbers
 from veriloop.llm.scripted import ScriptedModelServer, ScriptedRequest
 from veriloop.runners.browser.client import ChromiumBrowser
 from veriloop.runners.demo.playbook import DemoPlaybook
 from veriloop.runners.demo.run import ADD_PATIENT, DEMO_GOALS, run_demo
-from veriloop.schemas.outputs import SemanticVerdict
+from veriloop.schemas.outputs import CompletionAudit, SemanticVerdict
 
 pytestmark = pytest.mark.browser
 
@@ -56,7 +57,8 @@ def test_demo_completes_and_the_app_confirms_it(tmp_path: Path, browser: Chromiu
 
 
 class _ClaimsSuccessEarly(DemoPlaybook):
-    """A model that says the patient is added as soon as the name is typed (before Save)."""
+    """A consistent liar: says the patient is added as soon as the name is typed (before Save),
+    citing the changed field, and its finish audit agrees."""
 
     def verify(self, request: ScriptedRequest) -> SemanticVerdict:
         return SemanticVerdict(
@@ -64,7 +66,11 @@ class _ClaimsSuccessEarly(DemoPlaybook):
             task_completed="Jas" in request.text,
             confidence=0.95,
             reason="The name is there, so the patient is added",
+            evidence=change_line_numbers(request.text, "Jas"),
         )
+
+    def audit(self, request: ScriptedRequest) -> CompletionAudit:
+        return CompletionAudit(goal_met="Jas" in request.text, confidence=0.95, reason="typed")
 
 
 def test_demo_exit_status_comes_from_the_app_not_the_agent(

@@ -20,9 +20,11 @@ from typing import Any
 
 import httpx
 
+from veriloop.engines.completion import change_line_numbers
 from veriloop.llm.scripted import ScriptedRequest
 from veriloop.schemas.outputs import (
     ActionChoice,
+    CompletionAudit,
     CorrectionChoice,
     CriticReview,
     PlannedStep,
@@ -110,7 +112,12 @@ class Playbook:
                 task_completed=done,
                 confidence=0.95,
                 reason="counter went up",
+                evidence=change_line_numbers(request.text) if done else [],
             )
+        if purpose == "audit":
+            with self.lock:
+                met = self.verdicts[tag] >= times
+            return CompletionAudit(goal_met=met, confidence=0.95, reason=f"{times} presses seen")
         if purpose == "correction":
             return CorrectionChoice(strategy="retry_with_delay", thought="wait and retry")
         if purpose == "replanning":

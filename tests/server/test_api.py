@@ -47,7 +47,8 @@ def test_a_task_runs_to_finish_with_one_verification_per_action(api, scripted_mo
     assert [v["stepIndex"] for v in detail["verifications"]] == [0, 1, 2]
     assert detail["plan"]["steps"], "the plan is part of the task detail"
     assert detail["totalUsage"]["calls"] == scripted_model.calls() > 0
-    assert detail["usage"]["verification"]["calls"] == 3
+    # Three verdicts and the finish audit, all verification cost.
+    assert detail["usage"]["verification"]["calls"] == 3 + scripted_model.calls("audit") == 4
 
 
 def test_recovery_endpoint_finds_the_sessions_active_task(api):
