@@ -31,6 +31,8 @@ from veriloop.server.locks import LocalLocks, PostgresLocks, advisory_key, limit
 from veriloop.server.settings import Settings
 
 DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (psycopg.OperationalError,)
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+"""How long a SQLite write waits for the other connection's write before failing."""
 """The database is gone or busy for now (a lost connection, a terminated backend, PoolTimeout):
 answered 503, never 500. Pools check each connection before lending it (:class:`HealthCheck`),
 so the next request gets a live one."""
@@ -74,6 +76,10 @@ async def _sqlite(settings: Settings) -> AsyncIterator[Persistence]:
     ):
         await saver.setup()
         await store.setup()
+        # Two connections write one file: under a burst, one waits for the other's write. SQLite's
+        # default 5 s wait ended in "database is locked" (a 500) in the fuzz run; wait longer.
+        for conn in (saver.conn, store.conn):
+            await conn.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
 
         async def head(thread_id: str) -> str | None:
             async with saver.lock, saver.conn.execute(HEAD_SQL.format("?"), (thread_id,)) as cur:

@@ -12,7 +12,7 @@ from veriloop.context import PlanContext
 from veriloop.plans import PlanRunner
 from veriloop.runners.demo.run import ADD_PATIENT, run_demo
 from veriloop.runners.miniwob.harness import EvalConfig, run_miniwob
-from veriloop.schemas.usage import Usage
+from veriloop.schemas.usage import total_usage
 
 pytestmark = pytest.mark.browser
 
@@ -29,9 +29,7 @@ def test_a_demo_task_through_the_local_model(tmp_path, proxy, plumbing, monkeypa
     if run.status == "completed":  # the agent may only finish what the app confirms
         assert check.passed, check.detail
     plumbing.check(proxy)
-    usage = Usage.model_validate(
-        {k: sum(u.get(k, 0) for u in run.usage.values()) for k in Usage.model_fields}
-    )
+    usage = total_usage(run.usage)
     assert usage.calls == sum(1 for e in proxy.exchanges if e.status == 200)
     assert usage.input_tokens > 0 and usage.output_tokens > 0
     assert usage.cost_usd == pytest.approx(plumbing.priced(usage), rel=1e-6)
