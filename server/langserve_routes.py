@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langserve import add_routes
@@ -62,6 +62,10 @@ async def _before_langserve(
     """Validate ``config`` and run a streaming request's step, before LangServe's handler runs."""
     try:
         body = await request.json()  # cached on the request: LangServe reads the same body
+    except (
+        UnicodeDecodeError
+    ) as exc:  # LangServe would fail on it with a 500 (found by the fuzz run)
+        raise HTTPException(400, "the body is not UTF-8") from exc
     except ValueError:
         return  # LangServe answers a body that is not JSON with 422
     if not isinstance(body, dict):

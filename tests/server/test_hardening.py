@@ -251,6 +251,16 @@ def test_a_step_index_past_64_bits_is_a_422(api, endpoint):
     assert "stepIndex" in response.text
 
 
+@pytest.mark.parametrize("endpoint", ["/agent/invoke", "/agent/stream_log", "/agent/stream_events"])
+def test_a_body_that_is_not_utf8_is_a_400_on_langserve(api, endpoint):
+    # Found by the fuzz run: LangServe itself failed on such a body with a 500.
+    response = api.client().post(
+        endpoint, content=b'{"input": "\x8a"}', headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 400, response.text
+    assert "detail" in response.json()
+
+
 # -- 10. usage of unusable answers, and the step deadline --------------------------------------
 
 
