@@ -57,7 +57,6 @@ async def choose_action(
     *,
     instruction: str,
     target_element_id: int | None,
-    page_ids: Collection[int],
 ) -> ActionOutcome:
     """Ask for the next action; reject and ask once more; give up (action None) after the second rejection."""
     situation = now.situation(
@@ -76,7 +75,7 @@ async def choose_action(
         else:
             try:
                 return ActionOutcome(
-                    validate_action(answer.value.action, page_ids),
+                    validate_action(answer.value.action, now.page.element_ids),
                     answer.value.thought,
                     usage,
                     rejections,

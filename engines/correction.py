@@ -138,7 +138,6 @@ async def choose_correction(
     failed_action: Action | None,
     problem: str,
     tried: list[str],
-    page_ids: Collection[int],
 ) -> CorrectionOutcome:
     """Ask for a strategy among those not yet tried; fall back to the next delayed retry."""
     focus = [failed_action.element_id] if failed_action is not None else []
@@ -154,7 +153,7 @@ async def choose_correction(
         return _fallback(tried, f"unusable correction answer ({answer.error})", answer.usage)
     try:
         action, key = strategy_action(
-            answer.value, failed_action=failed_action, page_ids=page_ids, tried=tried
+            answer.value, failed_action=failed_action, page_ids=now.page.element_ids, tried=tried
         )
     except InvalidStrategy as exc:
         return _fallback(tried, str(exc), answer.usage)

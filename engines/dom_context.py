@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 
 from lxml import etree
@@ -59,6 +60,25 @@ def hint_words(*texts: str | None) -> list[str]:
     return list(seen)
 
 
+@dataclass(frozen=True)
+class CompactPage:
+    """One parse of a page, for the prompts and the action check: what both need, parsed once."""
+
+    html: str
+    """The page without scripts, styles, hidden elements and unhelpful attributes."""
+    element_ids: frozenset[int]
+    """The numbers of the page's interactive elements (the ids actions may name)."""
+
+    def excerpt(
+        self, *, focus_ids: Iterable[int | None] = (), hints: Iterable[str] = (), max_chars: int
+    ) -> str:
+        """At most ``max_chars`` characters: the whole compact page, or windows around what matters."""
+        if len(self.html) <= max_chars:
+            return self.html
+        anchors = _anchor_offsets(self.html, [i for i in focus_ids if i is not None], list(hints))
+        return _windows(self.html, anchors or [0], max_chars)
+
+
 def build_dom_context(
     html: str | bytes,
     *,
@@ -74,33 +94,28 @@ def build_dom_context(
     elements whose text or attributes contain the most ``hints``; windows are
     cut at tag boundaries and joined with ``...``.
     """
-    text = _compact(html)
-    if len(text) <= max_chars:
-        return text
-    anchors = _anchor_offsets(text, [i for i in focus_ids if i is not None], list(hints))
-    return _windows(text, anchors or [0], max_chars)
+    return compact_page(html).excerpt(focus_ids=focus_ids, hints=hints, max_chars=max_chars)
 
 
 def page_element_ids(html: str | bytes) -> frozenset[int]:
     """The numbers of the page's interactive elements (the ids actions may name)."""
-    root = parse_html(html)
-    if root is None:
-        return frozenset()
-    values = root.xpath(f"//@{ELEMENT_ID_ATTR}")
-    return frozenset(int(v) for v in values if v.strip().isdigit())
+    return compact_page(html).element_ids
 
 
 _DROPPED = "veriloop-dropped"
 """A tag name no page uses: hidden elements are renamed to it so one C-level pass removes them with the noise."""
 
 
-# Refinement and action generation both window the same page in one run: compact it once.
+# Refinement and action generation both read the same page in one run: parse it once. Under many
+# concurrent tasks this small cache misses; a StepContext keeps its own page for its engines.
 @lru_cache(maxsize=8)
-def _compact(html: str | bytes) -> str:
+def compact_page(html: str | bytes) -> CompactPage:
+    """Parse ``html`` once into its compact form and element ids."""
     # The engine's one parser: any charset, XML declarations, NUL bytes; comments and PIs already gone.
     root = parse_html(html)
     if root is None:
-        return ""
+        return CompactPage("", frozenset())
+    ids = frozenset(int(v) for v in root.xpath(f"//@{ELEMENT_ID_ATTR}") if v.strip().isdigit())
     for element in root.xpath(f"//*[@{HIDDEN_ATTR}='1']"):
         element.tag = _DROPPED
     # Subtrees go, their tail text stays (the root itself is never removed).
@@ -114,9 +129,8 @@ def _compact(html: str | bytes) -> str:
         element.text = _squash(element.text)
         element.tail = _squash(element.tail)
     body = root.find("body")
-    return etree.tostring(
-        body if body is not None else root, encoding="unicode", method="html"
-    ).strip()
+    compact = etree.tostring(body if body is not None else root, encoding="unicode", method="html")
+    return CompactPage(compact.strip(), ids)
 
 
 def _squash(text: str | None) -> str | None:

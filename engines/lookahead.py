@@ -15,8 +15,8 @@ run out (a new plan would be needed, and the goal is the likelier outcome).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from typing import Any
 
 from veriloop.engines.actions import choose_action
@@ -49,7 +49,8 @@ class Lookahead:
     thought: str
 
     def dump(self) -> dict[str, Any]:
-        return asdict(self)
+        # Shallow: the plan and action are fresh dumps already (asdict's deep copy cost ms per step).
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 async def prepare_next_action(
@@ -60,7 +61,6 @@ async def prepare_next_action(
     step_index: int,
     sub_task_index: int,
     verified_step_index: int | None,
-    page_ids: Collection[int],
 ) -> tuple[Lookahead, dict[str, dict]]:
     """Advance the plan as a success would, refine that step on this page, choose its action.
 
@@ -85,7 +85,6 @@ async def prepare_next_action(
         now,
         instruction=refined.step.instruction,
         target_element_id=refined.step.target_element_id,
-        page_ids=page_ids,
     )
     lookahead = Lookahead(
         plan=planned.plan.model_dump(),

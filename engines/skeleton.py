@@ -763,14 +763,17 @@ def _field_order(field: str) -> tuple[int, str]:
 _ABSENT = object()
 
 
-def _ignored_fields(key: str, before: dict, after: dict, target: str | None) -> set[str]:
+_MARK_ONLY = frozenset({BACKGROUND_FIELD})
+
+
+def _ignored_fields(key: str, before: dict, after: dict, target: str | None) -> frozenset[str]:
     """Fields of element ``key`` that change on their own (its background kinds), unless targeted."""
-    if key == target:
-        return {BACKGROUND_FIELD}
+    if key == target or (BACKGROUND_FIELD not in before and BACKGROUND_FIELD not in after):
+        return _MARK_ONLY
     kinds = set(before.get(BACKGROUND_FIELD, "").split()) | set(
         after.get(BACKGROUND_FIELD, "").split()
     )
-    return {BACKGROUND_FIELD}.union(*(_BACKGROUND_FIELDS.get(kind, ()) for kind in kinds))
+    return _MARK_ONLY.union(*(_BACKGROUND_FIELDS.get(kind, ()) for kind in kinds))
 
 
 def _blocks(content: Any, field: str) -> list[str]:
@@ -956,17 +959,17 @@ def _each(texts: Any, wanted: Counter[str]) -> list[str]:
     return picked
 
 
+def _without_fields(desc: dict, ignored: frozenset[str]) -> dict:
+    return {field: value for field, value in desc.items() if field not in ignored}
+
+
 def page_identity(skeleton: dict) -> str:
     """The skeleton as a stable string without what changes on its own: fields an element's
     background mark covers, digits of page text, the marks themselves and the scroll position."""
     elements = skeleton.get("elements")
     if isinstance(elements, dict):
         elements = {
-            key: {
-                field: value
-                for field, value in desc.items()
-                if field not in _ignored_fields(key, desc, desc, None)
-            }
+            key: _without_fields(desc, _ignored_fields(key, desc, desc, None))
             if isinstance(desc, dict)
             else desc
             for key, desc in elements.items()

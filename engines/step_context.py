@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Generic
 
-from veriloop.engines.dom_context import build_dom_context
+from veriloop.engines.dom_context import CompactPage, compact_page
 from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError, Message, T
 from veriloop.prompts.progress import Situation
 from veriloop.schemas.usage import Purpose
@@ -26,13 +27,16 @@ class StepContext:
     max_chars: int = 8000
     """Budget of the page excerpt shown to the model."""
 
+    @cached_property
+    def page(self) -> CompactPage:
+        """The page parsed once for every prompt and action check of this invocation."""
+        return compact_page(self.dom)
+
     def situation(
         self, *, focus_ids: Iterable[int | None] = (), hints: Iterable[str] = ()
     ) -> Situation:
         """The prompt's shared part, with a page excerpt centred on ``focus_ids`` and ``hints``."""
-        excerpt = build_dom_context(
-            self.dom, focus_ids=focus_ids, hints=hints, max_chars=self.max_chars
-        )
+        excerpt = self.page.excerpt(focus_ids=focus_ids, hints=hints, max_chars=self.max_chars)
         return Situation(self.goal, self.url, excerpt, self.verification, tuple(self.history))
 
 

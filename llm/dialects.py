@@ -23,6 +23,7 @@ models emit.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -112,9 +113,16 @@ def _without_echoes(value: Any) -> Any:
     return value
 
 
+@functools.cache
+def function_tool(schema: type[BaseModel]) -> dict[str, Any]:
+    """``schema`` as an OpenAI function tool in strict mode, built once per schema: building it walks
+    the whole pydantic schema, a cost every model call paid again. Shared: never mutate it."""
+    return openai.pydantic_function_tool(schema)
+
+
 def strict_schema(schema: type[BaseModel]) -> dict[str, Any]:
     """The schema as OpenAI's strict mode wants it (all properties required, no extra keys)."""
-    return openai.pydantic_function_tool(schema)["function"]["parameters"]
+    return function_tool(schema)["function"]["parameters"]
 
 
 def request_kwargs(
@@ -140,7 +148,7 @@ def request_kwargs(
         return {"messages": described, "response_format": {"type": "json_object"}}
     return {
         "messages": described,
-        "tools": [openai.pydantic_function_tool(schema)],
+        "tools": [function_tool(schema)],
         "tool_choice": {"type": "function", "function": {"name": name}},
     }
 

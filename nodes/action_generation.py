@@ -6,7 +6,6 @@ from langgraph.runtime import Runtime
 
 from veriloop.context import Context
 from veriloop.engines.actions import choose_action
-from veriloop.engines.dom_context import page_element_ids
 from veriloop.graph.state import State
 from veriloop.llm import get_llm
 from veriloop.nodes.support import page_state, step_context, task_log
@@ -20,7 +19,6 @@ async def action_generation(state: State, runtime: Runtime[Context]) -> dict:
         step_context(state, ctx),
         instruction=state.get("refined_instruction") or state["goal"],
         target_element_id=state.get("target_element_id"),
-        page_ids=page_element_ids(state["dom"]),
     )
     update = {"page_state": page_state(state), "thought": outcome.thought, "usage": outcome.usage}
     if outcome.action is None:

@@ -6,7 +6,6 @@ from langgraph.runtime import Runtime
 
 from veriloop.context import Context
 from veriloop.engines.correction import CorrectionDecision, choose_correction, decide_correction
-from veriloop.engines.dom_context import page_element_ids
 from veriloop.graph.io import current_verification
 from veriloop.graph.state import State
 from veriloop.llm import get_llm
@@ -56,7 +55,6 @@ async def correction(state: State, runtime: Runtime[Context]) -> dict:
         failed_action=failed,
         problem=problem,
         tried=list(state.get("tried_strategies") or []),
-        page_ids=page_element_ids(state["dom"]),
     )
     log.info("correction strategy %s -> %s", outcome.strategy, outcome.action)
     return {

@@ -7,7 +7,6 @@ from dataclasses import replace
 from langgraph.runtime import Runtime
 
 from veriloop.context import Context
-from veriloop.engines.dom_context import page_element_ids
 from veriloop.engines.lookahead import prepare_next_action
 from veriloop.graph.state import State
 from veriloop.llm import get_llm
@@ -32,6 +31,5 @@ async def lookahead(state: State, runtime: Runtime[Context]) -> dict:
         step_index=state.get("current_step_index", 0),
         sub_task_index=state.get("current_sub_task_index", 0),
         verified_step_index=state["action_history"][-1].get("plan_step_index"),
-        page_ids=page_element_ids(state["dom"]),
     )
     return {"lookahead": prepared.dump(), "usage": usage}

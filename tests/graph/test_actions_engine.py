@@ -6,7 +6,6 @@ import pytest
 
 from veriloop.context import Context
 from veriloop.engines.actions import InvalidAction, choose_action, validate_action
-from veriloop.engines.dom_context import page_element_ids
 from veriloop.engines.step_context import StepContext
 from veriloop.llm import get_llm
 from veriloop.schemas import ActionChoice
@@ -27,7 +26,6 @@ async def _choose(page, name="patient_form"):
         now,
         instruction="Type Jas into the Full name input",
         target_element_id=5,
-        page_ids=page_element_ids(dom),
     )
 
 

@@ -110,7 +110,6 @@ async def test_a_repeated_choice_falls_back_to_the_next_delayed_retry(scripted_m
         failed_action=parse_action("click(7)"),
         problem="the last action did not work",
         tried=["retry_with_delay(0.5)", "refresh_page"],
-        page_ids=PAGE_IDS,
     )
     assert outcome.strategy == "retry_with_delay(1)" and str(outcome.action) == "wait(1)"
     prompt = scripted_model.requests[0].text
@@ -126,7 +125,6 @@ async def test_garbage_correction_answer_falls_back(scripted_model, page):
         failed_action=None,
         problem="no valid action could be chosen",
         tried=[],
-        page_ids=PAGE_IDS,
     )
     assert str(outcome.action) == "wait(0.5)"
     # The unusable call was still made and paid for: it counts.
