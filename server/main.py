@@ -11,6 +11,10 @@ from veriloop.server.app import create_app
 from veriloop.server.settings import Settings
 
 APP_FACTORY = "veriloop.server.main:app_from_env"
+KEEP_ALIVE_S = 75
+"""How long an idle client connection stays open. uvicorn's default, 5 s, is shorter than a busy
+process takes to answer its other tasks: a client reusing a connection the server is closing at that
+moment loses its request (an httpx ReadError at 200 concurrent tasks). 75 s is nginx's default."""
 """Import string uvicorn's workers use: every worker builds its app from the environment."""
 
 
@@ -35,4 +39,12 @@ def serve(
         raise ValueError(
             "workers > 1 needs VERILOOP_DATABASE_URL=postgresql://...; SQLite serves one process"
         )
-    uvicorn.run(APP_FACTORY, factory=True, host=host, port=port, workers=workers, log_level="info")
+    uvicorn.run(
+        APP_FACTORY,
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="info",
+        timeout_keep_alive=KEEP_ALIVE_S,
+    )
