@@ -153,7 +153,8 @@ class OpenAIStructuredLLM:
     ) -> ToolTurn:
         """One chat turn offering ``tools`` (OpenAI function-tool dicts).
 
-        LLMUnavailable for provider trouble; LLMOutputError when the body is not a chat completion.
+        LLMUnavailable for provider trouble, including a body that is not a chat completion;
+        LLMOutputError for a tool call that names no function.
         """
         started = time.perf_counter()
         with provider_errors(purpose, self.model):
@@ -219,7 +220,8 @@ class OpenAIStructuredLLM:
         if tools:  # some compatible servers reject an empty tools list
             kwargs["tools"] = tools
         raw = yield ("create", kwargs)
-        return _tool_turn(raw), raw.parse()
+        with _billing(raw):  # a body that is not a chat completion is provider trouble, as above
+            return _tool_turn(raw), raw.parse()
 
     def _usage(self, completion: Any, started: float) -> Usage:
         usage = getattr(completion, "usage", None)
@@ -368,19 +370,7 @@ def _validated(completion: Any, schema: type[T], dialect: Dialect) -> tuple[T, A
 
 def _tool_turn(raw: Any) -> ToolTurn:
     """The content, tool calls and finish reason of a tool turn's raw response (usage filled in later)."""
-    try:
-        completion = raw.parse()
-    except ValueError as exc:  # the body is not JSON
-        raise LLMOutputError(
-            f"tool turn: the model server's answer is not a chat completion ({exc}): "
-            f"{_body_excerpt(raw)!r}"
-        ) from exc
-    choices = getattr(completion, "choices", None)
-    if not isinstance(choices, list) or not choices or getattr(choices[0], "message", None) is None:
-        raise LLMOutputError(
-            f"tool turn: the model server's answer has no choices: {_body_excerpt(raw)!r}"
-        )
-    choice = choices[0]
+    choice = raw.parse().choices[0]  # _billing checked that it is a chat completion
     message = choice.message
     calls = []
     for index, call in enumerate(getattr(message, "tool_calls", None) or []):

@@ -241,17 +241,18 @@ async def test_tool_turn_text_answer_and_tool_results_reach_the_server(
 @pytest.mark.parametrize(
     ("body", "fragment"),
     [
-        ("<html>502 bad gateway</html>", "not a chat completion"),
-        ('{"id": "x", "object": "chat.completion"}', "no choices"),
-        ('{"id": "x", "choices": []}', "no choices"),
+        ("<html>502 bad gateway</html>", "502 bad gateway"),
+        ('{"id": "x", "object": "chat.completion"}', "chat.completion"),
+        ('{"id": "x", "choices": []}', "choices"),
     ],
     ids=["not-json", "missing-choices", "empty-choices"],
 )
-async def test_tool_turn_garbage_body_is_output_error(
+async def test_tool_turn_garbage_body_is_provider_trouble(
     scripted_model: ScriptedModelServer, body: str, fragment: str
 ) -> None:
+    # A proxy's error page is not the model's answer: an outage (503), never a failed step.
     scripted_model.script("execution", RawBody(body))
-    with pytest.raises(LLMOutputError, match=fragment):
+    with pytest.raises(LLMUnavailable, match=f"not a chat completion: .*{fragment}"):
         await llm().atool_turn("execution", MESSAGES, [WRITE_TOOL])
     assert scripted_model.calls("execution") == 1
 

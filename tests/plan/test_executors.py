@@ -335,12 +335,12 @@ async def test_long_tool_results_are_truncated(scripted_model: ScriptedModelServ
 
 
 @pytest.mark.anyio
-async def test_unusable_model_output_is_a_failed_execution(
+async def test_a_body_that_is_not_a_chat_completion_is_an_outage_not_a_failed_step(
     scripted_model: ScriptedModelServer,
 ) -> None:
     scripted_model.script("execution", RawBody("<html>oops</html>"))
-    result = await step(agent=AgentSpec(), tools={})
-    assert not result.ok and "not a chat completion" in result.error
+    with pytest.raises(LLMUnavailable, match="not a chat completion"):
+        await step(agent=AgentSpec(), tools={})
 
 
 @pytest.mark.anyio

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from service_testkit import Server, plan_events, python_step, wait_for_run
 
-from veriloop.llm.scripted import Fail, ToolCalls
+from veriloop.llm.scripted import Fail, RawBody, ToolCalls
 from veriloop.schemas.plan_outputs import AgentDraft, CheckDraft, ManifestDraft, StepDraft
 from veriloop.server.settings import Settings
 
@@ -283,12 +283,17 @@ def test_bodies_over_the_limit_answer_413(plan_env, thread_server, tmp_path, mar
     assert huge.status_code == 413 and "request body is" in huge.json()["detail"]
 
 
+@pytest.mark.parametrize(
+    "outage",
+    [Fail(503, "provider down"), RawBody("<html>502 Bad Gateway</html>")],
+    ids=["http-503", "200-but-not-a-chat-completion"],
+)
 def test_a_provider_outage_leaves_the_run_resumable_never_completed(
-    server, scripted_model, markers
+    server, scripted_model, markers, outage
 ):
     client = server.client()
     right = ToolCalls([("mark_step", {"notes": "[SUCCESS]: answered", "output": "right"})])
-    scripted_model.script("execution", Fail(503, "provider down"))
+    scripted_model.script("execution", outage)
     scripted_model.on("execution", lambda request: right)
     manifest = {
         "agents": {"writer": {"prompt": "You answer.", "tools": []}},
