@@ -6,9 +6,9 @@ answer and a genuinely new observation runs as the next step. Only a wait past
 the timeout answers 409 (``TaskBusy``).
 
 In one process an asyncio lock per key is enough (SQLite: one process). On
-PostgreSQL the holder also takes ``pg_advisory_xact_lock`` on a hash of the
-key, on a dedicated pooled connection whose transaction lasts as long as the
-run, so the lock holds across processes and hosts and dies with a crashed one.
+PostgreSQL the holder also takes a session advisory lock on a hash of the key,
+on one connection the process shares for all its locks, so the lock holds across
+processes and hosts and dies with a crashed one.
 """
 
 from __future__ import annotations
@@ -17,10 +17,13 @@ import asyncio
 import hashlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection
-from psycopg import errors as pg_errors
-from psycopg_pool import AsyncConnectionPool
+
+CONNECT_TIMEOUT_S = 10
+"""How long opening the lock connection may take before the request is a 503."""
 
 
 class TaskBusy(Exception):
@@ -64,26 +67,88 @@ class LocalLocks:
 
 
 class PostgresLocks(LocalLocks):
-    """The local lock, then a PostgreSQL advisory lock held for the body's duration."""
+    """The local lock, then a session-level PostgreSQL advisory lock on one shared connection.
 
-    def __init__(self, pool: AsyncConnectionPool, timeout_s: float) -> None:
+    A session lock needs no transaction, so one connection holds the locks of every step this
+    process runs and a step holds no connection while its graph runs. (A transaction-scoped lock
+    kept a pooled connection per running step, which capped a process at that pool's size:
+    24 steps at once, whatever the number of tasks waiting on the model.) When another process
+    holds the task, ``pg_try_advisory_lock`` is polled until ``timeout_s``: a blocking
+    ``pg_advisory_lock`` would stall the shared connection for every other task. PostgreSQL
+    drops a session's locks when its connection dies; the next lock opens a new connection,
+    and locks taken on the dead one are not released twice.
+    """
+
+    def __init__(self, conninfo: str, timeout_s: float, poll_s: float = 0.05) -> None:
         super().__init__(timeout_s)
-        self.pool = pool
+        self.conninfo = conninfo
+        self.poll_s = poll_s
+        self._conn: AsyncConnection | None = None
+        self._use = asyncio.Lock()  # one statement at a time on the shared connection
 
     @asynccontextmanager
     async def _shared(self, key: str) -> AsyncIterator[None]:
+        async with self.holding(key):
+            yield
+
+    @asynccontextmanager
+    async def holding(self, key: str, *, wait: bool = True) -> AsyncIterator[None]:
+        """Hold ``key`` across processes for the body: poll up to ``timeout_s`` (or try once when
+        not ``wait``); TaskBusy while another process holds it."""
+        lock_id = advisory_key(key)
+        deadline = asyncio.get_running_loop().time() + (self.timeout_s if wait else 0)
+        while True:
+            locked, holder = await self._fetch("SELECT pg_try_advisory_lock(%s)", lock_id)
+            if locked:
+                break
+            if asyncio.get_running_loop().time() >= deadline:
+                raise TaskBusy(key)
+            await asyncio.sleep(self.poll_s)
         try:
-            # The pool's connections wait at most timeout_s for a lock (limit_lock_wait).
-            async with self.pool.connection(timeout=self.timeout_s) as conn, conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key(key),))
-                yield
-        except pg_errors.LockNotAvailable as exc:
-            raise TaskBusy(key) from exc
+            yield
+        finally:
+            await self._release(holder, lock_id)
 
+    async def held(self, key: str) -> bool:
+        """True when some process (this one included) holds ``key`` right now."""
+        lock_id = advisory_key(key)
+        held, _ = await self._fetch(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND objsubid = 1 AND classid::bigint = %s AND objid::bigint = %s "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))",
+            (lock_id >> 32) & 0xFFFFFFFF,
+            lock_id & 0xFFFFFFFF,
+        )
+        return bool(held)
 
-async def limit_lock_wait(timeout_s: float, conn: AsyncConnection) -> None:
-    """Set up a lock-pool connection: a lock wait past ``timeout_s`` fails (LockNotAvailable)."""
-    await conn.execute(f"SET lock_timeout = {int(timeout_s * 1000)}")
+    async def _fetch(self, sql: str, *params: int) -> tuple[Any, AsyncConnection]:
+        """One value from the shared connection, and the connection (session) that answered."""
+        async with self._use:
+            if self._conn is None or self._conn.closed:
+                self._conn = await AsyncConnection.connect(
+                    self.conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+                )
+            try:
+                row = await (await self._conn.execute(sql, params)).fetchone()
+            except Exception:
+                await self._conn.close()  # a broken session: the next call opens a new one
+                raise
+            return (row[0] if row else None), self._conn
+
+    async def _release(self, holder: AsyncConnection, lock_id: int) -> None:
+        if holder is not self._conn or holder.closed:
+            return  # the session that held it is gone, and its locks with it
+        try:
+            await self._fetch("SELECT pg_advisory_unlock(%s)", lock_id)
+        except psycopg.OperationalError:
+            pass  # the connection died: PostgreSQL released the lock with it
+
+    async def aclose(self) -> None:
+        """Close the shared connection (every lock it holds is released)."""
+        async with self._use:
+            if self._conn is not None:
+                await self._conn.close()
+                self._conn = None
 
 
 def advisory_key(key: str) -> int:

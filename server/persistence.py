@@ -2,7 +2,7 @@
 
 SQLite (default): one file holds both, locks are in-process (one process).
 PostgreSQL (``postgresql://...``): both on one connection pool, locks are
-advisory locks on a second pool, so any number of processes can serve.
+advisory locks on one more connection, so any number of processes can serve.
 Schema set-up runs on every start (idempotent).
 """
 
@@ -12,7 +12,6 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 import psycopg
@@ -27,15 +26,15 @@ from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from veriloop.server.locks import LocalLocks, PostgresLocks, advisory_key, limit_lock_wait
+from veriloop.server.locks import LocalLocks, PostgresLocks, advisory_key
 from veriloop.server.settings import Settings
 
 DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (psycopg.OperationalError,)
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-"""How long a SQLite write waits for the other connection's write before failing."""
 """The database is gone or busy for now (a lost connection, a terminated backend, PoolTimeout):
 answered 503, never 500. Pools check each connection before lending it (:class:`HealthCheck`),
 so the next request gets a live one."""
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+"""How long a SQLite write waits for the other connection's write before failing."""
 SETUP_LOCK = "veriloop:schema-setup"
 """Advisory lock that keeps processes starting together from racing through the migrations."""
 SETUP_POLL_S = 0.1
@@ -93,32 +92,21 @@ async def _sqlite(settings: Settings) -> AsyncIterator[Persistence]:
 async def _postgres(settings: Settings) -> AsyncIterator[Persistence]:
     url = settings.database_url
     kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
-    checks = HealthCheck(), HealthCheck()
-    async with (
-        AsyncConnectionPool(
-            url,
-            min_size=1,
-            max_size=settings.pg_pool_size,
-            kwargs=kwargs,
-            configure=_fast_toast_compression,
-            check=checks[0],
-            open=False,
-        ) as pool,
-        AsyncConnectionPool(
-            url,
-            min_size=1,
-            max_size=settings.pg_lock_connections,
-            kwargs={"autocommit": True},
-            configure=partial(limit_lock_wait, settings.lock_timeout_s),
-            check=checks[1],
-            open=False,
-        ) as lock_pool,
-    ):
-        checks[0].pool, checks[1].pool = pool, lock_pool
+    check = HealthCheck()
+    async with AsyncConnectionPool(
+        url,
+        min_size=1,
+        max_size=settings.pg_pool_size,
+        kwargs=kwargs,
+        configure=_fast_toast_compression,
+        check=check,
+        open=False,
+    ) as pool:
+        check.pool = pool
         await pool.wait(timeout=30)
         saver = AsyncPostgresSaver(pool)
         store = AsyncPostgresStore(pool)
-        async with lock_pool.connection() as conn:
+        async with await AsyncConnection.connect(url, autocommit=True) as conn:
             await _take_setup_lock(conn)
             try:
                 await saver.setup()
@@ -131,7 +119,11 @@ async def _postgres(settings: Settings) -> AsyncIterator[Persistence]:
                 row = await (await conn.execute(HEAD_SQL.format("%s"), (thread_id,))).fetchone()
             return row["checkpoint_id"] if row else None
 
-        yield Persistence(saver, store, PostgresLocks(lock_pool, settings.lock_timeout_s), head)
+        locks = PostgresLocks(url, settings.lock_timeout_s)
+        try:
+            yield Persistence(saver, store, locks, head)
+        finally:
+            await locks.aclose()
 
 
 class HealthCheck:

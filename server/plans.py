@@ -22,7 +22,7 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Request
@@ -45,7 +45,7 @@ from veriloop.schemas.api import (
 )
 from veriloop.schemas.plan_run import FINISHED_STATUSES, PlanRunReport, ReviewDecision
 from veriloop.server.index import now
-from veriloop.server.locks import LocalLocks, PostgresLocks, advisory_key
+from veriloop.server.locks import LocalLocks, PostgresLocks, TaskBusy
 from veriloop.server.service import InvalidField, ServiceError
 from veriloop.server.tenants import current_tenant
 
@@ -369,26 +369,23 @@ class PlanService:
     async def _exclusive(self, run_id: str) -> AsyncIterator[None]:
         """Hold the run's lock now, or raise RunConflict (no waiting: the run may take hours).
 
-        In this process a set of executing runs; across processes (PostgreSQL) the transaction
-        advisory lock that ``locks.hold("plan:<run id>")`` would take, on the same lock pool,
-        tried instead of waited for, and released with the transaction (or a killed process).
+        In this process a set of executing runs; across processes (PostgreSQL) the advisory lock
+        that ``locks.hold("plan:<run id>")`` would take, tried instead of waited for, and released
+        at the end (or with a killed process's session).
         """
         busy = RunConflict(f"plan run {run_id} is executing; try again once it stops or pauses")
         if run_id in self._running:
             raise busy
         self._running.add(run_id)
         try:
-            if isinstance(self.locks, PostgresLocks):
-                key = advisory_key(_lock_key(run_id))
-                async with (
-                    self.locks.pool.connection(timeout=self.locks.timeout_s) as conn,
-                    conn.transaction(),
-                ):
-                    cursor = await conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (key,))
-                    if not (await cursor.fetchone())[0]:
-                        raise busy
-                    yield
-            else:
+            async with AsyncExitStack() as held:
+                if isinstance(self.locks, PostgresLocks):
+                    try:
+                        await held.enter_async_context(
+                            self.locks.holding(_lock_key(run_id), wait=False)
+                        )
+                    except TaskBusy as exc:  # only the lock's own wait: the run's errors pass
+                        raise busy from exc
                 yield
         finally:
             self._running.discard(run_id)
@@ -399,15 +396,7 @@ class PlanService:
             return True
         if not isinstance(self.locks, PostgresLocks):
             return False  # SQLite: one process
-        key = advisory_key(_lock_key(run_id))
-        async with self.locks.pool.connection(timeout=self.locks.timeout_s) as conn:
-            cursor = await conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                "AND objsubid = 1 AND classid::bigint = %s AND objid::bigint = %s "
-                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))",
-                ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF),
-            )
-            return bool((await cursor.fetchone())[0])
+        return await self.locks.held(_lock_key(run_id))
 
     async def aclose(self) -> None:
         """Stop executing runs (they stay resumable) before the storage closes."""

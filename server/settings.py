@@ -31,8 +31,6 @@ class Settings:
     """The longest one step's graph run may take (all its model calls and retries); past it, 503."""
     pg_pool_size: int = 8
     """PostgreSQL connections for checkpoints and the task index (per process)."""
-    pg_lock_connections: int = 24
-    """PostgreSQL connections that may hold task locks at once (per process)."""
 
     @property
     def is_postgres(self) -> bool:
@@ -64,9 +62,6 @@ class Settings:
             lock_timeout_s=float(env.get("VERILOOP_LOCK_TIMEOUT_S") or defaults.lock_timeout_s),
             step_deadline_s=float(env.get("VERILOOP_STEP_DEADLINE_S") or defaults.step_deadline_s),
             pg_pool_size=int(env.get("VERILOOP_PG_POOL_SIZE") or defaults.pg_pool_size),
-            pg_lock_connections=int(
-                env.get("VERILOOP_PG_LOCK_CONNECTIONS") or defaults.pg_lock_connections
-            ),
         )
 
 

@@ -8,10 +8,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from service_testkit import goal, observation, read_head
+from service_testkit import KEYS, goal, observation, read_head
 
 from veriloop.llm.scripted import Delay
 from veriloop.schemas.outputs import SemanticVerdict
+from veriloop.server.settings import Settings
 
 STEP_DONE = SemanticVerdict(
     action_succeeded=True, task_completed=False, confidence=0.9, reason="pressed"
@@ -116,3 +117,31 @@ def test_one_process_keeps_every_task_model_call_in_flight(api, scripted_model, 
 
     assert [r.status_code for r in responses] == [200] * tasks
     assert scripted_model.peak_in_flight == tasks
+
+
+def test_postgres_task_locks_hold_no_connection_per_step(
+    thread_server, pg_url, scripted_model, playbook
+):
+    """Later steps take the task's cross-process lock: it must not cost a connection per step."""
+    tasks = 40  # more than the old per-step lock pool (24 connections) let run at once
+    api = thread_server(Settings(database_url=pg_url, api_keys=KEYS, pg_pool_size=4))
+    started = concurrently(
+        lambda n: api.client().interact(observation(4, 0, query=goal(4, 3))), list(range(tasks))
+    )
+    task_ids = [r.json()["taskId"] for r in started]
+    everyone_waiting = threading.Event()
+
+    def verify(request):
+        # Only a process that runs every task's step at once gets all 40 verdicts to the model.
+        if scripted_model.calls("verification") >= tasks:
+            everyone_waiting.set()
+        everyone_waiting.wait(timeout=60)
+        return STEP_DONE
+
+    scripted_model.on("verification", verify)
+    steps = concurrently(
+        lambda task_id: api.client().interact(observation(4, 1, taskId=task_id, stepIndex=0)),
+        task_ids,
+    )
+    assert [r.status_code for r in steps] == [200] * tasks
+    assert everyone_waiting.is_set() and scripted_model.peak_in_flight >= tasks
