@@ -16,7 +16,7 @@ async def action_generation(state: State, runtime: Runtime[Context]) -> dict:
     ctx = runtime.context or Context()
     outcome = await choose_action(
         get_llm(ctx, "action"),
-        step_context(state, ctx),
+        await step_context(state, ctx),
         instruction=state.get("refined_instruction") or state["goal"],
         target_element_id=state.get("target_element_id"),
     )

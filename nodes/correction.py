@@ -51,7 +51,7 @@ async def correction(state: State, runtime: Runtime[Context]) -> dict:
     )
     outcome = await choose_correction(
         get_llm(ctx, "correction"),
-        step_context(state, ctx),
+        await step_context(state, ctx),
         failed_action=failed,
         problem=problem,
         tried=list(state.get("tried_strategies") or []),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from langgraph.runtime import Runtime
 
 from veriloop.context import Context
@@ -23,9 +21,8 @@ async def lookahead(state: State, runtime: Runtime[Context]) -> dict:
     prepared, usage = await prepare_next_action(
         lambda purpose: get_llm(ctx, purpose),
         # The verdict is not known yet: the prompts show the observations and say it is pending.
-        replace(
-            step_context(state, ctx),
-            verification=pending_verdict(state["action_observation"]["observations"]),
+        await step_context(
+            state, ctx, verification=pending_verdict(state["action_observation"]["observations"])
         ),
         plan=plan,
         step_index=state.get("current_step_index", 0),

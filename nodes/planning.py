@@ -27,7 +27,7 @@ async def planning(state: State, runtime: Runtime[Context]) -> dict:
             level=logging.WARNING,
         )
     plan = plan_of(state)
-    now = step_context(state, ctx)
+    now = await step_context(state, ctx)
     validation = state.get("plan_validation") or {}
     outcome = await plan_next(
         get_llm(ctx, "planning"),

@@ -16,7 +16,7 @@ async def replanning(state: State, runtime: Runtime[Context]) -> dict:
     ctx = runtime.context or Context()
     outcome = await replan(
         get_llm(ctx, "replanning"),
-        step_context(state, ctx),
+        await step_context(state, ctx),
         plan=plan_of(state),
         step_index=state.get("current_step_index", 0),
     )

@@ -21,7 +21,7 @@ async def step_refinement(state: State, runtime: Runtime[Context]) -> dict:
     step_index = state.get("current_step_index", 0)
     outcome = await refine_step(
         get_llm(ctx, "refinement"),
-        step_context(state, ctx),
+        await step_context(state, ctx),
         step=plan.steps[step_index],
         sub_task=current_sub_task(plan, step_index, state.get("current_sub_task_index", 0)),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from veriloop.context import Context
@@ -33,15 +34,22 @@ def plan_of(state: State) -> Plan | None:
     return Plan.model_validate(plan) if plan else None
 
 
-def step_context(state: State, ctx: Context) -> StepContext:
-    """Goal, page, this run's verdict and recent actions, for the step engines."""
-    return StepContext(
-        goal=state["goal"],
-        url=state["url"],
-        dom=state["dom"],
-        verification=current_verification(state),
-        history=history_lines(
-            state.get("action_history") or [], state.get("verification_history") or []
-        ),
-        max_chars=ctx.dom_context_chars,
+async def step_context(state: State, ctx: Context, **changes: Any) -> StepContext:
+    """Goal, page, this run's verdict and recent actions, for the step engines (``changes`` replace
+    fields). The page is parsed here in a worker thread: lxml releases the GIL while it parses, and
+    a large page parsed on the event loop would stall every other task's model calls."""
+    now = StepContext(
+        **{
+            "goal": state["goal"],
+            "url": state["url"],
+            "dom": state["dom"],
+            "verification": current_verification(state),
+            "history": history_lines(
+                state.get("action_history") or [], state.get("verification_history") or []
+            ),
+            "max_chars": ctx.dom_context_chars,
+            **changes,
+        }
     )
+    await asyncio.to_thread(getattr, now, "page")  # cached on ``now`` for its engines
+    return now
