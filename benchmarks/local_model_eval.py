@@ -23,6 +23,7 @@ from pathlib import Path
 
 from veriloop.llm import clear_llm_cache
 from veriloop.llm.recording import RecordingProxy
+from veriloop.runners.miniwob.environment import DEFAULT_EPISODE_MAX_TIME_MS
 from veriloop.runners.miniwob.harness import EvalConfig, run_miniwob
 from veriloop.runners.miniwob.results import load_records, summarize
 
@@ -36,6 +37,12 @@ def main() -> None:
     parser.add_argument("--tasks", default=TASKS)
     parser.add_argument("--episodes", type=int, default=3)
     parser.add_argument("--max-steps", type=int, default=4)
+    parser.add_argument(
+        "--episode-seconds",
+        type=int,
+        default=DEFAULT_EPISODE_MAX_TIME_MS // 1000,
+        help="MiniWoB's own time limit per episode: a slow CPU model needs more than the default",
+    )
     parser.add_argument("--out", type=Path, default=Path("local-model-eval"))
     args = parser.parse_args()
 
@@ -50,6 +57,7 @@ def main() -> None:
             episodes=args.episodes,
             out_dir=args.out,
             max_steps=args.max_steps,
+            episode_max_time_ms=args.episode_seconds * 1000,
         )
         try:
             run_miniwob(config, model=args.model, scripted=False)
