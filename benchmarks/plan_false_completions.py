@@ -35,7 +35,9 @@ Decisions the cases encode (where the seeds leave room):
 * changing the pytest section of pyproject.toml, setup.cfg or tox.ini is changing the tests;
   ``writes_tests`` lets a step change test files, never the scripts its command checks run;
 * an LLM answer cut off by the token limit is unusable output: ``execution_failed``, like any
-  other garbage answer; a tool call that ran out of time never got a result: ``pending``.
+  other garbage answer; a tool call that ran out of time never got a result: ``pending``;
+* an HTTP answer that is not a chat completion at all (a proxy's error page) is an outage, not
+  the model's answer: the run stops, resumable, with nothing completed.
 
     python -m benchmarks.plan_false_completions [--concurrency 4] [--only NAME ...]
 
@@ -238,6 +240,8 @@ FAILED: Expected = ("failed", "partial_pass")
 CRASHED: Expected = ("failed", "execution_failed")
 BLOCKED: Expected = ("blocked", None)
 SKIPPED: Expected = ("skipped", "partial_pass")
+STOPPED: Expected = ("missing", None)
+"""The run stopped on a provider outage before reporting (resumable): nothing completed."""
 
 
 @dataclass
@@ -260,6 +264,8 @@ class Case:
     context: dict[str, Any] = field(default_factory=dict)
     verify: Callable[[PlanRunReport, list[ScriptedRequest]], list[str]] | None = None
     """Further assertions: the problems found (empty when all hold)."""
+    stops_with: str | None = None
+    """The error the run must stop with (a provider outage), its steps STOPPED."""
 
     @property
     def model(self) -> str:
@@ -998,12 +1004,12 @@ def build_cases() -> list[Case]:
         Case(
             "crash_llm_garbage_body",
             g,
-            "the model's HTTP answer is not a chat completion",
+            "the model's HTTP answer is not a chat completion (a proxy's error page: an outage)",
             [llm(max_retries=2)],
-            {"impl": CRASHED},
+            {"impl": STOPPED},
             project=True,
             scripts={"impl": lambda turn: RawBody("<html>502 Bad Gateway</html> {{{")},
-            verify=expect_attempts("impl", 1),
+            stops_with="LLMUnavailable",
         ),
         Case(
             "crash_llm_truncated",
@@ -1871,8 +1877,11 @@ def evaluate(outcome: CaseOutcome, expect: dict[str, Expected] | None = None) ->
     case = outcome.case
     expect = expect if expect is not None else case.expect
     problems: list[str] = []
-    if outcome.error:
+    stopped = outcome.error is not None and outcome.error.startswith(f"{case.stops_with}:")
+    if outcome.error and not stopped:
         problems.append(f"the run raised {outcome.error}")
+    elif case.stops_with and not stopped:
+        problems.append(f"the run did not stop with {case.stops_with}")
     elif outcome.report is not None and case.verify is not None:
         try:
             problems = list(case.verify(outcome.report, outcome.requests))
