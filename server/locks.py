@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -85,6 +86,7 @@ class PostgresLocks(LocalLocks):
         self.poll_s = poll_s
         self._conn: AsyncConnection | None = None
         self._use = asyncio.Lock()  # one statement at a time on the shared connection
+        self._releasing: set[asyncio.Future] = set()  # unlocks after a cancelled lock request
 
     @asynccontextmanager
     async def _shared(self, key: str) -> AsyncIterator[None]:
@@ -98,7 +100,7 @@ class PostgresLocks(LocalLocks):
         lock_id = advisory_key(key)
         deadline = asyncio.get_running_loop().time() + (self.timeout_s if wait else 0)
         while True:
-            locked, holder = await self._fetch("SELECT pg_try_advisory_lock(%s)", lock_id)
+            locked, holder = await self._try_lock(lock_id)
             if locked:
                 break
             if asyncio.get_running_loop().time() >= deadline:
@@ -107,7 +109,23 @@ class PostgresLocks(LocalLocks):
         try:
             yield
         finally:
-            await self._release(holder, lock_id)
+            # Shielded: a lock left behind on the shared session would bar the task elsewhere.
+            await asyncio.shield(self._release(holder, lock_id))
+
+    async def _try_lock(self, lock_id: int) -> tuple[Any, AsyncConnection]:
+        attempt = asyncio.ensure_future(self._fetch("SELECT pg_try_advisory_lock(%s)", lock_id))
+        try:
+            return await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            # The statement runs to its end anyway; a lock it took must not outlive the request.
+            attempt.add_done_callback(partial(self._release_taken, lock_id))
+            raise
+
+    def _release_taken(self, lock_id: int, attempt: asyncio.Future) -> None:
+        if not attempt.cancelled() and attempt.exception() is None and attempt.result()[0]:
+            release = asyncio.ensure_future(self._release(attempt.result()[1], lock_id))
+            self._releasing.add(release)
+            release.add_done_callback(self._releasing.discard)
 
     async def held(self, key: str) -> bool:
         """True when some process (this one included) holds ``key`` right now."""
