@@ -8,7 +8,7 @@ import uuid
 import psycopg
 import pytest
 
-from veriloop.server.locks import PostgresLocks, TaskBusy
+from veriloop.server.locks import PostgresLocks, TaskBusy, advisory_key
 
 pytestmark = pytest.mark.anyio
 
@@ -49,24 +49,29 @@ async def test_a_second_process_waits_then_gets_busy_then_the_lock(postgres_read
 async def test_many_tasks_hold_their_locks_on_one_connection(postgres_ready):
     locks = PostgresLocks(postgres_ready, 5)
     keys = [key() for _ in range(40)]
-    inside = asyncio.Event()
-    entered = 0
+    everyone_inside = asyncio.Event()
+    holders: list[str] = []
 
     async def step(lock_key: str) -> None:
-        nonlocal entered
         async with locks.hold(lock_key):
-            entered += 1
-            if entered == len(keys):
-                inside.set()
-            await asyncio.wait_for(inside.wait(), 10)  # all 40 hold their lock at once
+            holders.append(lock_key)
+            if len(holders) == len(keys):
+                everyone_inside.set()
+            await asyncio.wait_for(everyone_inside.wait(), 10)  # all 40 hold their lock at once
+
+    async def sessions_holding() -> list[tuple[int, int]]:
+        await everyone_inside.wait()
+        ids = [advisory_key(k) for k in keys]
+        with psycopg.connect(postgres_ready) as conn:
+            return conn.execute(
+                "SELECT pid, count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                "AND (classid::bigint << 32 | objid::bigint) = ANY(%s) GROUP BY pid",
+                (ids,),
+            ).fetchall()
 
     try:
-        await asyncio.gather(*(step(k) for k in keys))
-        with psycopg.connect(postgres_ready) as conn:
-            sessions = conn.execute(
-                "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory'"
-            ).fetchone()[0]
-        assert sessions <= 1  # and every lock is given back (at most a stray from another test)
+        *_, sessions = await asyncio.gather(*(step(k) for k in keys), sessions_holding())
+        assert len(sessions) == 1 and sessions[0][1] == len(keys)
         assert all([await free_elsewhere(postgres_ready, k) for k in keys[:3]])
     finally:
         await locks.aclose()
