@@ -35,10 +35,8 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Iterable
-from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
-from deepdiff import DeepDiff
 from lxml import etree
 
 from veriloop.engines.markup_guard import bound_markup
@@ -225,26 +223,33 @@ def parse_html(html: str | bytes | None) -> etree._Element | None:
     return parse_utf8(to_utf8(html))
 
 
-# --- extraction -----------------------------------------------------------------------------
-# Measured on real pages: libxml2 evaluates element predicates (//*[@role or ...]) slowly, while
-# tag iteration and attribute-axis queries are cheap. So candidates come from iter(tags) plus one
-# query for the few attributes that matter, and hidden subtrees are collected once instead of
-# testing every candidate's ancestors.
+# --- extraction ---------------------------------------------------------------------------
+# Measured on real pages: libxml2 evaluates element predicates (//*[@role or ...]) very slowly,
+# and every attribute path of an XPath union is a walk of its own. So one Python walk in document
+# order reads each element's attributes once and does all the work of the page at the same time:
+# hidden subtrees, interactive candidates, messages, background marks and the content layer.
 
-_ATTR_NAMES = (
-    "role",
-    "contenteditable",
-    ELEMENT_ID_ATTR,
-    "aria-live",
-    "data-toast",
-    "hidden",
-    "aria-hidden",
-    HIDDEN_ATTR,
-    "aria-expanded",
-    *MESSAGE_REFERENCES,
-    BACKGROUND_ATTR,
-)
-_HIDDEN_TAGS = ("noscript", "template")
+# What each attribute the walk reads says about its element.
+(
+    _SIG_ROLE,
+    _SIG_EDITABLE,
+    _SIG_NUMBER,
+    _SIG_LIVE,
+    _SIG_TOAST,
+    _SIG_HIDING,
+    _SIG_ARIA_HIDDEN,
+    _SIG_EXPANDED,
+    _SIG_MARK,
+    _SIG_STYLE,
+    _SIG_CLASS,
+    _SIG_ID,
+) = range(12)
+_SIGNAL = {
+    "role": _SIG_ROLE, "contenteditable": _SIG_EDITABLE, ELEMENT_ID_ATTR: _SIG_NUMBER, "aria-live": _SIG_LIVE,
+    "data-toast": _SIG_TOAST, "hidden": _SIG_HIDING, HIDDEN_ATTR: _SIG_HIDING, "aria-hidden": _SIG_ARIA_HIDDEN,
+    "aria-expanded": _SIG_EXPANDED, BACKGROUND_ATTR: _SIG_MARK, "style": _SIG_STYLE, "class": _SIG_CLASS, "id": _SIG_ID,
+}  # fmt: skip
+_HIDDEN_TAGS = frozenset(("noscript", "template"))
 _SELECTED_OPTION = etree.XPath("(.//option[@selected])[1]")
 _FIRST_OPTION = etree.XPath(
     "(.//option)[1]"
@@ -354,36 +359,15 @@ def _unique(key: str, taken: dict) -> str:
     return f"{key}[{n}]"
 
 
-_CLASS_VALUES = etree.XPath("/descendant::*/@class", smart_strings=False)
-_ID_VALUES = etree.XPath("/descendant::*/@id")
+_REFERENCES = etree.XPath(
+    " | ".join(f"/descendant::*/@{name}" for name in MESSAGE_REFERENCES), smart_strings=False
+)
 _TEXTS = etree.XPath(".//text()")
 _BY_NUMBER = etree.XPath(f"/descendant::*[@{ELEMENT_ID_ATTR}=$value]")
 _BY_ID = etree.XPath("/descendant::*[@id=$value]")
 _HIDING_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 _NO_DIGITS = str.maketrans("", "", "0123456789")
 _LETTER_HEX = str.maketrans("0123456789abcdef", "ghijklmnopqrstuv")
-
-
-def _alert_class_tokens(root: etree._Element) -> tuple[str, ...]:
-    """Alert class tokens that may be on some element (a substring prefilter; the loop checks tokens).
-
-    One pass fetching every class value as a plain string is several times cheaper than testing
-    each class attribute for each token in XPath, and most pages carry none of them.
-    """
-    classes = " ".join(_CLASS_VALUES(root))
-    return tuple(token for token in ALERT_CLASSES if token in classes)
-
-
-@lru_cache(maxsize=64)
-def _attribute_query(tokens: tuple[str, ...]) -> etree.XPath:
-    """The attributes that make an element interactive, a message, hidden or background, in page order."""
-    parts = [f"/descendant::*/@{name}" for name in _ATTR_NAMES]
-    parts.append("/descendant::*/@style[contains(., 'none') or contains(., 'hidden')]")
-    if tokens:
-        parts.append(
-            f"/descendant::*/@class[{' or '.join(f'contains(., {token!r})' for token in tokens)}]"
-        )
-    return etree.XPath(" | ".join(parts))
 
 
 def digits_masked(text: str) -> str:
@@ -431,42 +415,14 @@ def _message_blocks(region: etree._Element, hidden: set, ticking: set) -> list[s
     return _joined(blocks.values())
 
 
-def _content_blocks(
-    root: etree._Element, skipped: set, ticking: set
+def _grouped(
+    pieces: list[tuple[etree._Element, str]],
 ) -> tuple[list[tuple[etree._Element, str]], bool]:
-    """The page text of ``<body>`` as ``[(block element, text)]`` in page order, and whether
-    :data:`MAX_BLOCKS` cut it short. Subtrees of ``skipped`` elements and of :data:`_NOT_CONTENT`
-    tags are left out; the text of a ``ticking`` (background) element is :data:`BACKGROUND_TEXT`.
-
-    One walk in document order: an element's block is itself, or its parent's block when it is
-    inline, so no text node climbs its ancestors.
-    """
-    body = root.find("body")
-    if body is None:
-        return [], False
-    block_of: dict[etree._Element, etree._Element | None] = {body: body}
-    pieces: list[tuple[etree._Element, str]] = [(body, body.text or "")]
-    for el in body.iterdescendants():
-        outer = block_of.get(el.getparent())
-        if outer is None:
-            block_of[el] = None  # inside a left-out subtree: so is its tail
-            continue
-        tag = el.tag
-        if tag in _NOT_CONTENT or el in skipped:
-            block = None
-        elif el in ticking:
-            pieces.append((outer if tag in INLINE_TAGS else el, BACKGROUND_TEXT))
-            block = None
-        else:
-            block = outer if tag in INLINE_TAGS else el
-            if el.text:
-                pieces.append((block, el.text))
-        block_of[el] = block
-        if el.tail:
-            pieces.append((outer, el.tail))
+    """``[(block element, text)]`` of the content layer from the walk's text pieces, in page order,
+    and whether :data:`MAX_BLOCKS` cut it short."""
     blocks: dict[etree._Element, list[str]] = {}
     for owner, text in pieces:
-        if text.isspace() or not text:
+        if text.isspace():
             continue
         parts = blocks.get(owner)
         if parts is not None:
@@ -534,70 +490,137 @@ def carry_background(root: etree._Element | None, before: Any) -> None:
                 el.set(BACKGROUND_ATTR, " ".join(sorted(merged)))
 
 
+class _Walk(NamedTuple):
+    """What the one walk of a page found (see :func:`_walk`)."""
+
+    hidden: set[etree._Element]
+    tagged: list[etree._Element]
+    by_attribute: dict[etree._Element, bool]
+    messages: list[etree._Element]
+    marked: list[etree._Element]
+    ticking: set[etree._Element]
+    pieces: list[tuple[etree._Element, str]]
+
+
+def _walk(root: etree._Element) -> _Walk:
+    """Every element once, in document order, its attributes read once.
+
+    ``hidden``: elements the browser does not show (subtrees of ``hidden``, ``aria-hidden="true"``,
+    the snapshot's hidden flag, a hiding style, ``noscript``, ``template``). ``tagged``: the shown
+    elements with an interactive tag. ``by_attribute``: elements interactive by role,
+    contenteditable or the snapshot's number (True), or containers whose ``aria-expanded`` is their
+    only state (False); a dict keeps page order once. ``messages``: message candidates by
+    convention, then those a field names (``aria-describedby``). ``marked``/``ticking``: background
+    marks, and those whose text changes on its own. ``pieces``: the text of ``<body>`` as
+    ``(block element, text)``: an element's block is itself, or its parent's block when it is
+    inline; hidden subtrees, messages, editable text and :data:`_NOT_CONTENT` tags are left out, and
+    the text of a ticking element is :data:`BACKGROUND_TEXT`.
+    """
+    references: set[str] = set()
+    for value in _REFERENCES(root):
+        references.update(value.split())
+    hidden: set[etree._Element] = set()
+    tagged: list[etree._Element] = []
+    by_attribute: dict[etree._Element, bool] = {}
+    messages: list[etree._Element] = []
+    referenced: list[etree._Element] = []
+    marked: list[etree._Element] = []
+    ticking: set[etree._Element] = set()
+    alert_class: dict[str, bool] = {}  # class values repeat a lot on a page
+    body = root.find("body")
+    block_of: dict[etree._Element, etree._Element] = {}  # absent: not page content
+    pieces: list[tuple[etree._Element, str]] = []
+    if body is not None:
+        block_of[body] = body
+        if body.text:
+            pieces.append((body, body.text))
+    for el in root.iter():
+        tag = el.tag
+        parent = el.getparent()
+        hides = tag in _HIDDEN_TAGS
+        message = named = skip = tick = False
+        for name, value in el.items():
+            kind = _SIGNAL.get(name)
+            if kind is None:
+                continue
+            if kind == _SIG_CLASS:
+                found = alert_class.get(value)
+                if found is None:
+                    found = alert_class[value] = not ALERT_CLASSES_SET.isdisjoint(value.split())
+                message = message or found
+            elif kind == _SIG_STYLE:
+                if ("none" in value or "hidden" in value) and _HIDING_STYLE.search(value):
+                    hides = True
+            elif kind == _SIG_ID:
+                named = value in references
+            elif kind == _SIG_ROLE:
+                if value in INTERACTIVE_ROLES:
+                    by_attribute[el] = True
+                elif value in ALERT_ROLES:
+                    message = True
+            elif kind == _SIG_NUMBER:
+                by_attribute[el] = True
+            elif kind == _SIG_EXPANDED:
+                by_attribute.setdefault(el, False)
+            elif kind == _SIG_EDITABLE:
+                if value != "false":
+                    by_attribute[el] = True
+                    skip = True  # its text is the descriptor's, not page content
+            elif kind == _SIG_LIVE:
+                if value != "off":
+                    message = True
+            elif kind == _SIG_TOAST:
+                message = True
+            elif kind == _SIG_MARK:
+                marked.append(el)
+                if "text" in value.split():
+                    ticking.add(el)
+                    tick = True
+            elif kind == _SIG_HIDING:
+                hides = True
+            elif value == "true":  # aria-hidden
+                hides = True
+        shown = not hides and not (hidden and parent in hidden)
+        if not shown:
+            hidden.add(el)
+        elif tag in INTERACTIVE_TAGS:
+            tagged.append(el)
+        if message:
+            messages.append(el)
+        if named:
+            referenced.append(el)
+        # Left out of the content layer with its subtree: a hidden root, editable text, a message
+        # (a hidden one is inside a hidden root, unless that root is <body> itself).
+        skip = skip or hides or (shown and (message or named))
+        outer = block_of.get(parent)
+        if outer is None:
+            continue
+        if skip or tag in _NOT_CONTENT:
+            pass
+        elif tick:
+            pieces.append((outer if tag in INLINE_TAGS else el, BACKGROUND_TEXT))
+        else:
+            block = outer if tag in INLINE_TAGS else el
+            block_of[el] = block
+            if el.text:
+                pieces.append((block, el.text))
+        if el.tail:
+            pieces.append((outer, el.tail))
+    return _Walk(hidden, tagged, by_attribute, messages + referenced, marked, ticking, pieces)
+
+
 def skeleton_from_tree(root: etree._Element | None) -> dict:
     """The skeleton of a parsed page (see the module docstring)."""
     if root is None:
         return empty_skeleton()
-    hidden_roots = list(root.iter(*_HIDDEN_TAGS))
-    # Interactive by role, contenteditable or the snapshot's number (True), or a container whose
-    # aria-expanded is its only state (False); a dict keeps page order once. ``editable``: its text
-    # is the descriptor's, not page content.
-    by_attribute: dict[etree._Element, bool] = {}
-    editable: list[etree._Element] = []
-    alert_candidates: list[etree._Element] = []
-    references: set[str] = set()
-    marked: list[etree._Element] = []
-    for attr in _attribute_query(_alert_class_tokens(root))(root):
-        name, el = attr.attrname, attr.getparent()
-        if name == "class":
-            if not ALERT_CLASSES_SET.isdisjoint(attr.split()):
-                alert_candidates.append(el)
-        elif name == "role":
-            if attr in INTERACTIVE_ROLES:
-                by_attribute[el] = True
-            elif attr in ALERT_ROLES:
-                alert_candidates.append(el)
-        elif name == ELEMENT_ID_ATTR:
-            by_attribute[el] = True
-        elif name == "aria-expanded":
-            by_attribute.setdefault(el, False)
-        elif name == "contenteditable":
-            if attr != "false":
-                by_attribute[el] = True
-                editable.append(el)
-        elif name == "aria-live":
-            if attr != "off":
-                alert_candidates.append(el)
-        elif name == "data-toast":
-            alert_candidates.append(el)
-        elif name in MESSAGE_REFERENCES:
-            references.update(attr.split())
-        elif name == BACKGROUND_ATTR:
-            marked.append(el)
-        elif name == "style":
-            if _HIDING_STYLE.search(attr):
-                hidden_roots.append(el)
-        elif name != "aria-hidden" or attr == "true":
-            hidden_roots.append(el)
-    if references:
-        alert_candidates += [a.getparent() for a in _ID_VALUES(root) if a in references]
-    hidden: set[etree._Element] = set()
-    for el in hidden_roots:
-        if el not in hidden:
-            hidden.update(el.iter())
-
+    walk = _walk(root)
+    hidden, by_attribute, marked = walk.hidden, walk.by_attribute, walk.marked
     elements: dict[str, dict] = {}
     keys: dict[etree._Element, str] = {}
-    # Roots of what the content layer leaves out: hidden, messages, background, and text an
-    # element descriptor already carries (inline links and buttons are left out by tag).
-    skipped = set(hidden_roots)
-    skipped.update(editable)
     unkeyed: Counter[str] = Counter()
-    extra = (el for el in by_attribute if el.tag not in INTERACTIVE_TAGS)
-    for group in (root.iter(*INTERACTIVE_TAGS), extra):
+    extra = (el for el in by_attribute if el.tag not in INTERACTIVE_TAGS and el not in hidden)
+    for group in (walk.tagged, extra):
         for el in group:
-            if el in hidden:
-                continue
             tag = el.tag
             found = _element(el, tag)
             if found is None:
@@ -614,21 +637,19 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
             if marked:
                 keys[el] = key
 
-    ticking = {el for el in marked if "text" in (el.get(BACKGROUND_ATTR) or "").split()}
     alerts: dict[str, str] = {}
     taken: set[etree._Element] = set()
-    for el in alert_candidates:
+    for el in walk.messages:
         # A message nested in another message (div.alert inside role=alert) is the same message.
         if el in hidden or el in taken or any(ancestor in taken for ancestor in el.iterancestors()):
             continue
         taken.add(el)
-        skipped.add(el)
         # One entry per text block of the region: a new message is never cut off or glued on.
-        for text in _message_blocks(el, hidden, ticking):
+        for text in _message_blocks(el, hidden, walk.ticking):
             alerts[str(len(alerts))] = _kept(text, ALERT_CHARS)
 
     background = _background(marked, hidden, keys, elements)
-    blocks, truncated = _content_blocks(root, skipped, ticking)
+    blocks, truncated = _grouped(walk.pieces)
     headings: list[str] = []
     texts: list[str] = []
     for el, text in blocks:
@@ -728,39 +749,37 @@ def describe_element(key: str, desc: dict[str, Any]) -> str:
     return f"'{key}' ({' '.join(parts)})"
 
 
+_ABSENT = object()
+
+
 def _field_changes(
     before: dict[str, dict], after: dict[str, dict], keys: list[str]
 ) -> dict[str, dict]:
-    """``{key: {field: (old, new)}}`` for elements present in both skeletons whose descriptors differ."""
-    # threshold_to_diff_deeper=0: always report per field, however much of a descriptor changed.
-    diff = DeepDiff(
-        {k: before[k] for k in keys},
-        {k: after[k] for k in keys},
-        view="tree",
-        threshold_to_diff_deeper=0,
-    )
-    changes: dict[str, dict] = {key: {} for key in keys}
-    for report in (
-        "values_changed",
-        "type_changes",
-        "dictionary_item_added",
-        "dictionary_item_removed",
-    ):
-        for level in diff.get(report, ()):
-            key, field = level.path(output_format="list")[:2]
-            default = FIELD_DEFAULTS.get(field)
-            old = default if report == "dictionary_item_added" else level.t1
-            new = default if report == "dictionary_item_removed" else level.t2
-            changes[key][field] = (old, new)
+    """``{key: {field: (old, new)}}`` for elements present in both skeletons whose descriptors differ.
+
+    A field only one side has changed from (or to) its :data:`FIELD_DEFAULTS` value; a value of
+    another type is a change even when it compares equal (``1`` and ``True``).
+    """
+    changes: dict[str, dict] = {}
+    for key in keys:
+        old_desc, new_desc = before[key], after[key]
+        fields: dict[str, tuple[Any, Any]] = {}
+        for field, new in new_desc.items():
+            old = old_desc.get(field, _ABSENT)
+            if old is _ABSENT:
+                fields[field] = (FIELD_DEFAULTS.get(field), new)
+            elif old != new or type(old) is not type(new):
+                fields[field] = (old, new)
+        for field, old in old_desc.items():
+            if field not in new_desc:
+                fields[field] = (old, FIELD_DEFAULTS.get(field))
+        changes[key] = fields
     return changes
 
 
 def _field_order(field: str) -> tuple[int, str]:
     order = list(FIELD_DEFAULTS)
     return (order.index(field) if field in order else len(order), field)
-
-
-_ABSENT = object()
 
 
 def _ignored_fields(key: str, before: dict, after: dict, target: str | None) -> set[str]:
@@ -899,7 +918,7 @@ def diff_skeletons(
     """
     b_elements, b_alerts = _check_shape(before)
     a_elements, a_alerts = _check_shape(after)
-    # One pass comparing whole descriptors keeps deepdiff to the few elements that actually changed.
+    # One pass comparing whole descriptors leaves the per-field work to the few elements that changed.
     changed: list[str] = []
     appeared: list[str] = []
     for key, desc in a_elements.items():
