@@ -295,12 +295,15 @@ def _text(el: etree._Element, limit: int) -> str:
     return " ".join(raw[: limit * 40].split())[:limit]
 
 
-def _element(el: etree._Element, tag: str) -> tuple[str | None, dict[str, Any]] | None:
-    """(key or None, descriptor) of an interactive element; None for ``input type=hidden``."""
+def _element(
+    el: etree._Element, tag: str, items: list[tuple[str, str]]
+) -> tuple[str | None, dict[str, Any]] | None:
+    """(key or None, descriptor) of an interactive element (``items``: its attributes); None for
+    ``input type=hidden``."""
     desc: dict[str, Any] = {"tag": tag}
     key = el_id = name = label = None
     # One pass over the element's own attributes (usually 1-4) is cheaper than a lookup per field.
-    for attr, value in el.items():
+    for attr, value in items:
         kind = _ATTR_KIND.get(attr)
         if kind is None:
             continue
@@ -494,7 +497,7 @@ class _Walk(NamedTuple):
     """What the one walk of a page found (see :func:`_walk`)."""
 
     hidden: set[etree._Element]
-    tagged: list[etree._Element]
+    tagged: list[tuple[etree._Element, list[tuple[str, str]]]]
     by_attribute: dict[etree._Element, bool]
     messages: list[etree._Element]
     marked: list[etree._Element]
@@ -507,7 +510,7 @@ def _walk(root: etree._Element) -> _Walk:
 
     ``hidden``: elements the browser does not show (subtrees of ``hidden``, ``aria-hidden="true"``,
     the snapshot's hidden flag, a hiding style, ``noscript``, ``template``). ``tagged``: the shown
-    elements with an interactive tag. ``by_attribute``: elements interactive by role,
+    elements with an interactive tag, with their attributes. ``by_attribute``: elements interactive by role,
     contenteditable or the snapshot's number (True), or containers whose ``aria-expanded`` is their
     only state (False); a dict keeps page order once. ``messages``: message candidates by
     convention, then those a field names (``aria-describedby``). ``marked``/``ticking``: background
@@ -520,7 +523,7 @@ def _walk(root: etree._Element) -> _Walk:
     for value in _REFERENCES(root):
         references.update(value.split())
     hidden: set[etree._Element] = set()
-    tagged: list[etree._Element] = []
+    tagged: list[tuple[etree._Element, list[tuple[str, str]]]] = []
     by_attribute: dict[etree._Element, bool] = {}
     messages: list[etree._Element] = []
     referenced: list[etree._Element] = []
@@ -534,13 +537,16 @@ def _walk(root: etree._Element) -> _Walk:
         block_of[body] = body
         if body.text:
             pieces.append((body, body.text))
+    # Bound once: this loop runs for every element of the page.
+    signal, block_at, add_piece = _SIGNAL.get, block_of.get, pieces.append
     for el in root.iter():
         tag = el.tag
         parent = el.getparent()
         hides = tag in _HIDDEN_TAGS
         message = named = skip = tick = False
-        for name, value in el.items():
-            kind = _SIGNAL.get(name)
+        items = el.items()
+        for name, value in items:
+            kind = signal(name)
             if kind is None:
                 continue
             if kind == _SIG_CLASS:
@@ -580,32 +586,36 @@ def _walk(root: etree._Element) -> _Walk:
                 hides = True
             elif value == "true":  # aria-hidden
                 hides = True
-        shown = not hides and not (hidden and parent in hidden)
-        if not shown:
+        if hides or (hidden and parent in hidden):
             hidden.add(el)
-        elif tag in INTERACTIVE_TAGS:
-            tagged.append(el)
-        if message:
-            messages.append(el)
-        if named:
-            referenced.append(el)
-        # Left out of the content layer with its subtree: a hidden root, editable text, a message
-        # (a hidden one is inside a hidden root, unless that root is <body> itself).
-        skip = skip or hides or (shown and (message or named))
-        outer = block_of.get(parent)
+            shown = False
+        else:
+            shown = True
+            if tag in INTERACTIVE_TAGS:
+                tagged.append((el, items))
+        if message or named:
+            if message:
+                messages.append(el)
+            if named:
+                referenced.append(el)
+            skip = skip or shown  # a hidden one is inside a hidden root (unless <body> is one)
+        outer = block_at(parent)
         if outer is None:
             continue
-        if skip or tag in _NOT_CONTENT:
+        # Left out of the content layer with its subtree: a hidden root, editable text, a message.
+        if skip or hides or tag in _NOT_CONTENT:
             pass
         elif tick:
-            pieces.append((outer if tag in INLINE_TAGS else el, BACKGROUND_TEXT))
+            add_piece((outer if tag in INLINE_TAGS else el, BACKGROUND_TEXT))
         else:
             block = outer if tag in INLINE_TAGS else el
             block_of[el] = block
-            if el.text:
-                pieces.append((block, el.text))
-        if el.tail:
-            pieces.append((outer, el.tail))
+            text = el.text
+            if text:
+                add_piece((block, text))
+        tail = el.tail
+        if tail:
+            add_piece((outer, tail))
     return _Walk(hidden, tagged, by_attribute, messages + referenced, marked, ticking, pieces)
 
 
@@ -618,11 +628,15 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
     elements: dict[str, dict] = {}
     keys: dict[etree._Element, str] = {}
     unkeyed: Counter[str] = Counter()
-    extra = (el for el in by_attribute if el.tag not in INTERACTIVE_TAGS and el not in hidden)
+    extra = (
+        (el, el.items())
+        for el in by_attribute
+        if el.tag not in INTERACTIVE_TAGS and el not in hidden
+    )
     for group in (walk.tagged, extra):
-        for el in group:
+        for el, items in group:
             tag = el.tag
-            found = _element(el, tag)
+            found = _element(el, tag, items)
             if found is None:
                 continue
             key, desc = found
