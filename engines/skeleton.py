@@ -418,23 +418,27 @@ def _message_blocks(region: etree._Element, hidden: set, ticking: set) -> list[s
     return _joined(blocks.values())
 
 
-def _grouped(
-    pieces: list[tuple[etree._Element, str]],
-) -> tuple[list[tuple[etree._Element, str]], bool]:
-    """``[(block element, text)]`` of the content layer from the walk's text pieces, in page order,
-    and whether :data:`MAX_BLOCKS` cut it short."""
-    blocks: dict[etree._Element, list[str]] = {}
-    for owner, text in pieces:
-        if text.isspace():
-            continue
-        parts = blocks.get(owner)
+class _Blocks:
+    """The content layer as the walk finds it: the text parts of each block element in page order,
+    up to :data:`MAX_BLOCKS` blocks (``truncated``: text past them was left out)."""
+
+    __slots__ = ("parts", "truncated")
+
+    def __init__(self) -> None:
+        self.parts: dict[etree._Element, list[str]] = {}
+        self.truncated = False
+
+    def add(self, owner: etree._Element, text: str) -> None:
+        if self.truncated:
+            return
+        parts = self.parts.get(owner)
         if parts is not None:
-            parts.append(text)
-        elif len(blocks) < MAX_BLOCKS:
-            blocks[owner] = [text]
-        else:
-            return _joined_blocks(blocks), True
-    return _joined_blocks(blocks), False
+            parts.append(text)  # whitespace too: normalising collapses it
+        elif not text.isspace():
+            if len(self.parts) < MAX_BLOCKS:
+                self.parts[owner] = [text]
+            else:
+                self.truncated = True
 
 
 def _normalised(parts: Iterable[str]) -> str:
@@ -502,7 +506,7 @@ class _Walk(NamedTuple):
     messages: list[etree._Element]
     marked: list[etree._Element]
     ticking: set[etree._Element]
-    pieces: list[tuple[etree._Element, str]]
+    blocks: _Blocks
 
 
 def _walk(root: etree._Element) -> _Walk:
@@ -514,8 +518,8 @@ def _walk(root: etree._Element) -> _Walk:
     contenteditable or the snapshot's number (True), or containers whose ``aria-expanded`` is their
     only state (False); a dict keeps page order once. ``messages``: message candidates by
     convention, then those a field names (``aria-describedby``). ``marked``/``ticking``: background
-    marks, and those whose text changes on its own. ``pieces``: the text of ``<body>`` as
-    ``(block element, text)``: an element's block is itself, or its parent's block when it is
+    marks, and those whose text changes on its own. ``blocks``: the text of ``<body>`` by
+    block element: an element's block is itself, or its parent's block when it is
     inline; hidden subtrees, messages, editable text and :data:`_NOT_CONTENT` tags are left out, and
     the text of a ticking element is :data:`BACKGROUND_TEXT`.
     """
@@ -532,13 +536,13 @@ def _walk(root: etree._Element) -> _Walk:
     alert_class: dict[str, bool] = {}  # class values repeat a lot on a page
     body = root.find("body")
     block_of: dict[etree._Element, etree._Element] = {}  # absent: not page content
-    pieces: list[tuple[etree._Element, str]] = []
+    blocks = _Blocks()
     if body is not None:
         block_of[body] = body
         if body.text:
-            pieces.append((body, body.text))
+            blocks.add(body, body.text)
     # Bound once: this loop runs for every element of the page.
-    signal, block_at, add_piece = _SIGNAL.get, block_of.get, pieces.append
+    signal, block_at, add_text = _SIGNAL.get, block_of.get, blocks.add
     for el in root.iter():
         tag = el.tag
         parent = el.getparent()
@@ -606,17 +610,17 @@ def _walk(root: etree._Element) -> _Walk:
         if skip or hides or tag in _NOT_CONTENT:
             pass
         elif tick:
-            add_piece((outer if tag in INLINE_TAGS else el, BACKGROUND_TEXT))
+            add_text(outer if tag in INLINE_TAGS else el, BACKGROUND_TEXT)
         else:
             block = outer if tag in INLINE_TAGS else el
             block_of[el] = block
             text = el.text
             if text:
-                add_piece((block, text))
+                add_text(block, text)
         tail = el.tail
         if tail:
-            add_piece((outer, tail))
-    return _Walk(hidden, tagged, by_attribute, messages + referenced, marked, ticking, pieces)
+            add_text(outer, tail)
+    return _Walk(hidden, tagged, by_attribute, messages + referenced, marked, ticking, blocks)
 
 
 def skeleton_from_tree(root: etree._Element | None) -> dict:
@@ -663,10 +667,9 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
             alerts[str(len(alerts))] = _kept(text, ALERT_CHARS)
 
     background = _background(marked, hidden, keys, elements)
-    blocks, truncated = _grouped(walk.pieces)
     headings: list[str] = []
     texts: list[str] = []
-    for el, text in blocks:
+    for el, text in _joined_blocks(walk.blocks.parts):
         kept = _kept(text, BLOCK_CHARS)
         if el.tag in HEADING_TAGS or el.get("role") == "heading":
             headings.append(kept)
@@ -683,7 +686,7 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
     return {
         "elements": elements,
         "alerts": alerts,
-        "content": {"headings": headings, "texts": texts, "truncated": truncated},
+        "content": {"headings": headings, "texts": texts, "truncated": walk.blocks.truncated},
         "background": background,
         "scroll": scroll,
     }
