@@ -398,23 +398,33 @@ def shown_text(text: str) -> str:
 
 def _message_blocks(region: etree._Element, hidden: set, ticking: set) -> list[str]:
     """The texts of a message region, one per block (nearest ancestor that is not inline); text
-    the snapshot marked as background (a relative time in a message) is left out."""
+    the snapshot marked as background (a relative time in a message) stands as one
+    :data:`BACKGROUND_TEXT`, as in a content block."""
     blocks: dict[etree._Element, list[str]] = {}
+    replaced: set[etree._Element] = set()
     for text in _TEXTS(region):
         if text.isspace():
             continue
         owner = text.getparent()
         if text.is_tail:
             owner = owner.getparent()
+        marked = None
         while owner is not None:
-            if owner in hidden or owner in ticking or owner.tag in _NOT_TEXT:
+            if owner in hidden or owner.tag in _NOT_TEXT:
                 owner = None
-            elif owner.tag in INLINE_TAGS and owner is not region:
+                continue
+            if owner in ticking:
+                marked = owner
+            if owner.tag in INLINE_TAGS and owner is not region:
                 owner = owner.getparent()
             else:
                 break
-        if owner is not None:
-            blocks.setdefault(owner, []).append(text)
+        if owner is None or marked in replaced:
+            continue
+        if marked is not None:
+            replaced.add(marked)
+            text = BACKGROUND_TEXT
+        blocks.setdefault(owner, []).append(text)
     return _joined(blocks.values())
 
 
@@ -734,6 +744,8 @@ def _check_shape(skeleton: Any) -> tuple[dict[str, dict], dict[str, str]]:
     elements, alerts = skeleton.get("elements"), skeleton.get("alerts")
     if not isinstance(elements, dict) or not isinstance(alerts, dict):
         raise SkeletonError("a skeleton needs 'elements' and 'alerts' maps")
+    if not all(isinstance(text, str) for text in alerts.values()):
+        raise SkeletonError("a skeleton's messages are texts")
     return elements, alerts
 
 
@@ -948,15 +960,16 @@ def diff_skeletons(
     shared = len(a_elements) - len(appeared)
     gone = [k for k in b_elements if k not in a_elements] if len(b_elements) > shared else []
     b_texts, a_texts = Counter(b_alerts.values()), Counter(a_alerts.values())
+    # Messages with background text match any text in its place (a mark on one side only).
+    gone_messages, new_messages = _unmatched(
+        _each(b_alerts.values(), b_texts - a_texts), _each(a_alerts.values(), a_texts - b_texts)
+    )
     content = _content_lines(before, after)
     scrolled = _scroll_lines(before, after, a_elements)
-    if not (changed or appeared or gone or content or scrolled) and b_texts == a_texts:
+    if not (changed or appeared or gone or content or scrolled or gone_messages or new_messages):
         return []
 
-    lines = [
-        f"New message/alert appeared: '{shown_text(text)}'"
-        for text in _each(a_alerts.values(), a_texts - b_texts)
-    ]
+    lines = [f"New message/alert appeared: '{shown_text(text)}'" for text in new_messages]
     lines += [line for line in content if line.startswith(("Heading", "New heading"))]
     _touched(a_elements, appeared)
     _touched(b_elements, gone)
@@ -970,10 +983,7 @@ def diff_skeletons(
     lines += [f"New element appeared: {describe_element(k, a_elements[k])}" for k in appeared]
     lines += [f"Element disappeared: {describe_element(k, b_elements[k])}" for k in gone]
     lines += [line for line in content if not line.startswith(("Heading", "New heading"))]
-    lines += [
-        f"Message/alert disappeared: '{shown_text(text)}'"
-        for text in _each(b_alerts.values(), b_texts - a_texts)
-    ]
+    lines += [f"Message/alert disappeared: '{shown_text(text)}'" for text in gone_messages]
     lines += scrolled
 
     if len(lines) > limit:
