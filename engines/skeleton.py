@@ -225,25 +225,14 @@ def parse_html(html: str | bytes | None) -> etree._Element | None:
 
 # --- extraction ---------------------------------------------------------------------------
 # Measured on real pages: libxml2 evaluates element predicates (//*[@role or ...]) very slowly,
-# and every attribute path of an XPath union is a walk of its own. So one Python walk in document
-# order reads each element's attributes once and does all the work of the page at the same time:
-# hidden subtrees, interactive candidates, messages, background marks and the content layer.
+# an XPath union of attribute paths walks the tree once per path (14 paths cost as much as
+# reading every element's attributes in Python), and the content layer needs a Python walk in
+# any case. So one walk in document order reads each element's attributes once and does all the
+# work of the page: hidden subtrees, interactive candidates, messages, marks and page text.
 
 # What each attribute the walk reads says about its element.
-(
-    _SIG_ROLE,
-    _SIG_EDITABLE,
-    _SIG_NUMBER,
-    _SIG_LIVE,
-    _SIG_TOAST,
-    _SIG_HIDING,
-    _SIG_ARIA_HIDDEN,
-    _SIG_EXPANDED,
-    _SIG_MARK,
-    _SIG_STYLE,
-    _SIG_CLASS,
-    _SIG_ID,
-) = range(12)
+_SIG_ROLE, _SIG_EDITABLE, _SIG_NUMBER, _SIG_LIVE, _SIG_TOAST, _SIG_HIDING = range(6)
+_SIG_ARIA_HIDDEN, _SIG_EXPANDED, _SIG_MARK, _SIG_STYLE, _SIG_CLASS, _SIG_ID = range(6, 12)
 _SIGNAL = {
     "role": _SIG_ROLE, "contenteditable": _SIG_EDITABLE, ELEMENT_ID_ATTR: _SIG_NUMBER, "aria-live": _SIG_LIVE,
     "data-toast": _SIG_TOAST, "hidden": _SIG_HIDING, HIDDEN_ATTR: _SIG_HIDING, "aria-hidden": _SIG_ARIA_HIDDEN,
