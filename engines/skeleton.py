@@ -35,10 +35,8 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Iterable
-from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
-from deepdiff import DeepDiff
 from lxml import etree
 
 from veriloop.engines.markup_guard import bound_markup
@@ -225,26 +223,22 @@ def parse_html(html: str | bytes | None) -> etree._Element | None:
     return parse_utf8(to_utf8(html))
 
 
-# --- extraction -----------------------------------------------------------------------------
-# Measured on real pages: libxml2 evaluates element predicates (//*[@role or ...]) slowly, while
-# tag iteration and attribute-axis queries are cheap. So candidates come from iter(tags) plus one
-# query for the few attributes that matter, and hidden subtrees are collected once instead of
-# testing every candidate's ancestors.
+# --- extraction ---------------------------------------------------------------------------
+# Measured on real pages: libxml2 evaluates element predicates (//*[@role or ...]) very slowly,
+# an XPath union of attribute paths walks the tree once per path (14 paths cost as much as
+# reading every element's attributes in Python), and the content layer needs a Python walk in
+# any case. So one walk in document order reads each element's attributes once and does all the
+# work of the page: hidden subtrees, interactive candidates, messages, marks and page text.
 
-_ATTR_NAMES = (
-    "role",
-    "contenteditable",
-    ELEMENT_ID_ATTR,
-    "aria-live",
-    "data-toast",
-    "hidden",
-    "aria-hidden",
-    HIDDEN_ATTR,
-    "aria-expanded",
-    *MESSAGE_REFERENCES,
-    BACKGROUND_ATTR,
-)
-_HIDDEN_TAGS = ("noscript", "template")
+# What each attribute the walk reads says about its element.
+_SIG_ROLE, _SIG_EDITABLE, _SIG_NUMBER, _SIG_LIVE, _SIG_TOAST, _SIG_HIDING = range(6)
+_SIG_ARIA_HIDDEN, _SIG_EXPANDED, _SIG_MARK, _SIG_STYLE, _SIG_CLASS, _SIG_ID = range(6, 12)
+_SIGNAL = {
+    "role": _SIG_ROLE, "contenteditable": _SIG_EDITABLE, ELEMENT_ID_ATTR: _SIG_NUMBER, "aria-live": _SIG_LIVE,
+    "data-toast": _SIG_TOAST, "hidden": _SIG_HIDING, HIDDEN_ATTR: _SIG_HIDING, "aria-hidden": _SIG_ARIA_HIDDEN,
+    "aria-expanded": _SIG_EXPANDED, BACKGROUND_ATTR: _SIG_MARK, "style": _SIG_STYLE, "class": _SIG_CLASS, "id": _SIG_ID,
+}  # fmt: skip
+_HIDDEN_TAGS = frozenset(("noscript", "template"))
 _SELECTED_OPTION = etree.XPath("(.//option[@selected])[1]")
 _FIRST_OPTION = etree.XPath(
     "(.//option)[1]"
@@ -290,12 +284,15 @@ def _text(el: etree._Element, limit: int) -> str:
     return " ".join(raw[: limit * 40].split())[:limit]
 
 
-def _element(el: etree._Element, tag: str) -> tuple[str | None, dict[str, Any]] | None:
-    """(key or None, descriptor) of an interactive element; None for ``input type=hidden``."""
+def _element(
+    el: etree._Element, tag: str, items: list[tuple[str, str]]
+) -> tuple[str | None, dict[str, Any]] | None:
+    """(key or None, descriptor) of an interactive element (``items``: its attributes); None for
+    ``input type=hidden``."""
     desc: dict[str, Any] = {"tag": tag}
     key = el_id = name = label = None
     # One pass over the element's own attributes (usually 1-4) is cheaper than a lookup per field.
-    for attr, value in el.items():
+    for attr, value in items:
         kind = _ATTR_KIND.get(attr)
         if kind is None:
             continue
@@ -354,36 +351,15 @@ def _unique(key: str, taken: dict) -> str:
     return f"{key}[{n}]"
 
 
-_CLASS_VALUES = etree.XPath("/descendant::*/@class", smart_strings=False)
-_ID_VALUES = etree.XPath("/descendant::*/@id")
+_REFERENCES = etree.XPath(
+    " | ".join(f"/descendant::*/@{name}" for name in MESSAGE_REFERENCES), smart_strings=False
+)
 _TEXTS = etree.XPath(".//text()")
 _BY_NUMBER = etree.XPath(f"/descendant::*[@{ELEMENT_ID_ATTR}=$value]")
 _BY_ID = etree.XPath("/descendant::*[@id=$value]")
 _HIDING_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 _NO_DIGITS = str.maketrans("", "", "0123456789")
 _LETTER_HEX = str.maketrans("0123456789abcdef", "ghijklmnopqrstuv")
-
-
-def _alert_class_tokens(root: etree._Element) -> tuple[str, ...]:
-    """Alert class tokens that may be on some element (a substring prefilter; the loop checks tokens).
-
-    One pass fetching every class value as a plain string is several times cheaper than testing
-    each class attribute for each token in XPath, and most pages carry none of them.
-    """
-    classes = " ".join(_CLASS_VALUES(root))
-    return tuple(token for token in ALERT_CLASSES if token in classes)
-
-
-@lru_cache(maxsize=64)
-def _attribute_query(tokens: tuple[str, ...]) -> etree.XPath:
-    """The attributes that make an element interactive, a message, hidden or background, in page order."""
-    parts = [f"/descendant::*/@{name}" for name in _ATTR_NAMES]
-    parts.append("/descendant::*/@style[contains(., 'none') or contains(., 'hidden')]")
-    if tokens:
-        parts.append(
-            f"/descendant::*/@class[{' or '.join(f'contains(., {token!r})' for token in tokens)}]"
-        )
-    return etree.XPath(" | ".join(parts))
 
 
 def digits_masked(text: str) -> str:
@@ -411,71 +387,57 @@ def shown_text(text: str) -> str:
 
 def _message_blocks(region: etree._Element, hidden: set, ticking: set) -> list[str]:
     """The texts of a message region, one per block (nearest ancestor that is not inline); text
-    the snapshot marked as background (a relative time in a message) is left out."""
+    the snapshot marked as background (a relative time in a message) stands as one
+    :data:`BACKGROUND_TEXT`, as in a content block."""
     blocks: dict[etree._Element, list[str]] = {}
+    replaced: set[etree._Element] = set()
     for text in _TEXTS(region):
         if text.isspace():
             continue
         owner = text.getparent()
         if text.is_tail:
             owner = owner.getparent()
+        marked = None
         while owner is not None:
-            if owner in hidden or owner in ticking or owner.tag in _NOT_TEXT:
+            if owner in hidden or owner.tag in _NOT_TEXT:
                 owner = None
-            elif owner.tag in INLINE_TAGS and owner is not region:
+                continue
+            if owner in ticking:
+                marked = owner
+            if owner.tag in INLINE_TAGS and owner is not region:
                 owner = owner.getparent()
             else:
                 break
-        if owner is not None:
-            blocks.setdefault(owner, []).append(text)
+        if owner is None or marked in replaced:
+            continue
+        if marked is not None:
+            replaced.add(marked)
+            text = BACKGROUND_TEXT
+        blocks.setdefault(owner, []).append(text)
     return _joined(blocks.values())
 
 
-def _content_blocks(
-    root: etree._Element, skipped: set, ticking: set
-) -> tuple[list[tuple[etree._Element, str]], bool]:
-    """The page text of ``<body>`` as ``[(block element, text)]`` in page order, and whether
-    :data:`MAX_BLOCKS` cut it short. Subtrees of ``skipped`` elements and of :data:`_NOT_CONTENT`
-    tags are left out; the text of a ``ticking`` (background) element is :data:`BACKGROUND_TEXT`.
+class _Blocks:
+    """The content layer as the walk finds it: the text parts of each block element in page order,
+    up to :data:`MAX_BLOCKS` blocks (``truncated``: text past them was left out)."""
 
-    One walk in document order: an element's block is itself, or its parent's block when it is
-    inline, so no text node climbs its ancestors.
-    """
-    body = root.find("body")
-    if body is None:
-        return [], False
-    block_of: dict[etree._Element, etree._Element | None] = {body: body}
-    pieces: list[tuple[etree._Element, str]] = [(body, body.text or "")]
-    for el in body.iterdescendants():
-        outer = block_of.get(el.getparent())
-        if outer is None:
-            block_of[el] = None  # inside a left-out subtree: so is its tail
-            continue
-        tag = el.tag
-        if tag in _NOT_CONTENT or el in skipped:
-            block = None
-        elif el in ticking:
-            pieces.append((outer if tag in INLINE_TAGS else el, BACKGROUND_TEXT))
-            block = None
-        else:
-            block = outer if tag in INLINE_TAGS else el
-            if el.text:
-                pieces.append((block, el.text))
-        block_of[el] = block
-        if el.tail:
-            pieces.append((outer, el.tail))
-    blocks: dict[etree._Element, list[str]] = {}
-    for owner, text in pieces:
-        if text.isspace() or not text:
-            continue
-        parts = blocks.get(owner)
+    __slots__ = ("parts", "truncated")
+
+    def __init__(self) -> None:
+        self.parts: dict[etree._Element, list[str]] = {}
+        self.truncated = False
+
+    def add(self, owner: etree._Element, text: str) -> None:
+        if self.truncated:
+            return
+        parts = self.parts.get(owner)
         if parts is not None:
-            parts.append(text)
-        elif len(blocks) < MAX_BLOCKS:
-            blocks[owner] = [text]
-        else:
-            return _joined_blocks(blocks), True
-    return _joined_blocks(blocks), False
+            parts.append(text)  # whitespace too: normalising collapses it
+        elif not text.isspace():
+            if len(self.parts) < MAX_BLOCKS:
+                self.parts[owner] = [text]
+            else:
+                self.truncated = True
 
 
 def _normalised(parts: Iterable[str]) -> str:
@@ -534,72 +496,150 @@ def carry_background(root: etree._Element | None, before: Any) -> None:
                 el.set(BACKGROUND_ATTR, " ".join(sorted(merged)))
 
 
+class _Walk(NamedTuple):
+    """What the one walk of a page found (see :func:`_walk`)."""
+
+    hidden: set[etree._Element]
+    tagged: list[tuple[etree._Element, list[tuple[str, str]]]]
+    by_attribute: dict[etree._Element, bool]
+    messages: list[etree._Element]
+    marked: list[etree._Element]
+    ticking: set[etree._Element]
+    blocks: _Blocks
+
+
+def _walk(root: etree._Element) -> _Walk:
+    """Every element once, in document order, its attributes read once.
+
+    ``hidden``: elements the browser does not show (subtrees of ``hidden``, ``aria-hidden="true"``,
+    the snapshot's hidden flag, a hiding style, ``noscript``, ``template``). ``tagged``: the shown
+    elements with an interactive tag, with their attributes. ``by_attribute``: elements interactive by role,
+    contenteditable or the snapshot's number (True), or containers whose ``aria-expanded`` is their
+    only state (False); a dict keeps page order once. ``messages``: message candidates by
+    convention, then those a field names (``aria-describedby``). ``marked``/``ticking``: background
+    marks, and those whose text changes on its own. ``blocks``: the text of ``<body>`` by
+    block element: an element's block is itself, or its parent's block when it is
+    inline; hidden subtrees, messages, editable text and :data:`_NOT_CONTENT` tags are left out, and
+    the text of a ticking element is :data:`BACKGROUND_TEXT`.
+    """
+    references: set[str] = set()
+    for value in _REFERENCES(root):
+        references.update(value.split())
+    hidden: set[etree._Element] = set()
+    tagged: list[tuple[etree._Element, list[tuple[str, str]]]] = []
+    by_attribute: dict[etree._Element, bool] = {}
+    messages: list[etree._Element] = []
+    referenced: list[etree._Element] = []
+    marked: list[etree._Element] = []
+    ticking: set[etree._Element] = set()
+    alert_class: dict[str, bool] = {}  # class values repeat a lot on a page
+    body = root.find("body")
+    block_of: dict[etree._Element, etree._Element] = {}  # absent: not page content
+    blocks = _Blocks()
+    if body is not None:
+        block_of[body] = body
+        if body.text:
+            blocks.add(body, body.text)
+    # Bound once: this loop runs for every element of the page.
+    signal, block_at, add_text = _SIGNAL.get, block_of.get, blocks.add
+    for el in root.iter():
+        tag = el.tag
+        parent = el.getparent()
+        hides = tag in _HIDDEN_TAGS
+        message = named = skip = tick = False
+        items = el.items()
+        for name, value in items:
+            kind = signal(name)
+            if kind is None:
+                continue
+            if kind == _SIG_CLASS:
+                found = alert_class.get(value)
+                if found is None:
+                    found = alert_class[value] = not ALERT_CLASSES_SET.isdisjoint(value.split())
+                message = message or found
+            elif kind == _SIG_STYLE:
+                if ("none" in value or "hidden" in value) and _HIDING_STYLE.search(value):
+                    hides = True
+            elif kind == _SIG_ID:
+                named = value in references
+            elif kind == _SIG_ROLE:
+                if value in INTERACTIVE_ROLES:
+                    by_attribute[el] = True
+                elif value in ALERT_ROLES:
+                    message = True
+            elif kind == _SIG_NUMBER:
+                by_attribute[el] = True
+            elif kind == _SIG_EXPANDED:
+                by_attribute.setdefault(el, False)
+            elif kind == _SIG_EDITABLE:
+                if value != "false":
+                    by_attribute[el] = True
+                    skip = True  # its text is the descriptor's, not page content
+            elif kind == _SIG_LIVE:
+                if value != "off":
+                    message = True
+            elif kind == _SIG_TOAST:
+                message = True
+            elif kind == _SIG_MARK:
+                marked.append(el)
+                if "text" in value.split():
+                    ticking.add(el)
+                    tick = True
+            elif kind == _SIG_HIDING:
+                hides = True
+            elif value == "true":  # aria-hidden
+                hides = True
+        if hides or (hidden and parent in hidden):
+            hidden.add(el)
+            shown = False
+        else:
+            shown = True
+            if tag in INTERACTIVE_TAGS:
+                tagged.append((el, items))
+        if message or named:
+            if message:
+                messages.append(el)
+            if named:
+                referenced.append(el)
+            skip = skip or shown  # a hidden one is inside a hidden root (unless <body> is one)
+        outer = block_at(parent)
+        if outer is None:
+            continue
+        # Left out of the content layer with its subtree: a hidden root, editable text, a message.
+        if skip or hides or tag in _NOT_CONTENT:
+            pass
+        elif tick:
+            add_text(outer if tag in INLINE_TAGS else el, BACKGROUND_TEXT)
+        else:
+            block = outer if tag in INLINE_TAGS else el
+            block_of[el] = block
+            text = el.text
+            if text:
+                add_text(block, text)
+        tail = el.tail
+        if tail:
+            add_text(outer, tail)
+    return _Walk(hidden, tagged, by_attribute, messages + referenced, marked, ticking, blocks)
+
+
 def skeleton_from_tree(root: etree._Element | None) -> dict:
     """The skeleton of a parsed page (see the module docstring)."""
     if root is None:
         return empty_skeleton()
-    hidden_roots = list(root.iter(*_HIDDEN_TAGS))
-    # Interactive by role, contenteditable or the snapshot's number (True), or a container whose
-    # aria-expanded is its only state (False); a dict keeps page order once. ``editable``: its text
-    # is the descriptor's, not page content.
-    by_attribute: dict[etree._Element, bool] = {}
-    editable: list[etree._Element] = []
-    alert_candidates: list[etree._Element] = []
-    references: set[str] = set()
-    marked: list[etree._Element] = []
-    for attr in _attribute_query(_alert_class_tokens(root))(root):
-        name, el = attr.attrname, attr.getparent()
-        if name == "class":
-            if not ALERT_CLASSES_SET.isdisjoint(attr.split()):
-                alert_candidates.append(el)
-        elif name == "role":
-            if attr in INTERACTIVE_ROLES:
-                by_attribute[el] = True
-            elif attr in ALERT_ROLES:
-                alert_candidates.append(el)
-        elif name == ELEMENT_ID_ATTR:
-            by_attribute[el] = True
-        elif name == "aria-expanded":
-            by_attribute.setdefault(el, False)
-        elif name == "contenteditable":
-            if attr != "false":
-                by_attribute[el] = True
-                editable.append(el)
-        elif name == "aria-live":
-            if attr != "off":
-                alert_candidates.append(el)
-        elif name == "data-toast":
-            alert_candidates.append(el)
-        elif name in MESSAGE_REFERENCES:
-            references.update(attr.split())
-        elif name == BACKGROUND_ATTR:
-            marked.append(el)
-        elif name == "style":
-            if _HIDING_STYLE.search(attr):
-                hidden_roots.append(el)
-        elif name != "aria-hidden" or attr == "true":
-            hidden_roots.append(el)
-    if references:
-        alert_candidates += [a.getparent() for a in _ID_VALUES(root) if a in references]
-    hidden: set[etree._Element] = set()
-    for el in hidden_roots:
-        if el not in hidden:
-            hidden.update(el.iter())
-
+    walk = _walk(root)
+    hidden, by_attribute, marked = walk.hidden, walk.by_attribute, walk.marked
     elements: dict[str, dict] = {}
     keys: dict[etree._Element, str] = {}
-    # Roots of what the content layer leaves out: hidden, messages, background, and text an
-    # element descriptor already carries (inline links and buttons are left out by tag).
-    skipped = set(hidden_roots)
-    skipped.update(editable)
     unkeyed: Counter[str] = Counter()
-    extra = (el for el in by_attribute if el.tag not in INTERACTIVE_TAGS)
-    for group in (root.iter(*INTERACTIVE_TAGS), extra):
-        for el in group:
-            if el in hidden:
-                continue
+    extra = (
+        (el, el.items())
+        for el in by_attribute
+        if el.tag not in INTERACTIVE_TAGS and el not in hidden
+    )
+    for group in (walk.tagged, extra):
+        for el, items in group:
             tag = el.tag
-            found = _element(el, tag)
+            found = _element(el, tag, items)
             if found is None:
                 continue
             key, desc = found
@@ -614,24 +654,21 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
             if marked:
                 keys[el] = key
 
-    ticking = {el for el in marked if "text" in (el.get(BACKGROUND_ATTR) or "").split()}
     alerts: dict[str, str] = {}
     taken: set[etree._Element] = set()
-    for el in alert_candidates:
+    for el in walk.messages:
         # A message nested in another message (div.alert inside role=alert) is the same message.
         if el in hidden or el in taken or any(ancestor in taken for ancestor in el.iterancestors()):
             continue
         taken.add(el)
-        skipped.add(el)
         # One entry per text block of the region: a new message is never cut off or glued on.
-        for text in _message_blocks(el, hidden, ticking):
+        for text in _message_blocks(el, hidden, walk.ticking):
             alerts[str(len(alerts))] = _kept(text, ALERT_CHARS)
 
     background = _background(marked, hidden, keys, elements)
-    blocks, truncated = _content_blocks(root, skipped, ticking)
     headings: list[str] = []
     texts: list[str] = []
-    for el, text in blocks:
+    for el, text in _joined_blocks(walk.blocks.parts):
         kept = _kept(text, BLOCK_CHARS)
         if el.tag in HEADING_TAGS or el.get("role") == "heading":
             headings.append(kept)
@@ -648,7 +685,7 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
     return {
         "elements": elements,
         "alerts": alerts,
-        "content": {"headings": headings, "texts": texts, "truncated": truncated},
+        "content": {"headings": headings, "texts": texts, "truncated": walk.blocks.truncated},
         "background": background,
         "scroll": scroll,
     }
@@ -696,6 +733,8 @@ def _check_shape(skeleton: Any) -> tuple[dict[str, dict], dict[str, str]]:
     elements, alerts = skeleton.get("elements"), skeleton.get("alerts")
     if not isinstance(elements, dict) or not isinstance(alerts, dict):
         raise SkeletonError("a skeleton needs 'elements' and 'alerts' maps")
+    if not all(isinstance(text, str) for text in alerts.values()):
+        raise SkeletonError("a skeleton's messages are texts")
     return elements, alerts
 
 
@@ -728,39 +767,37 @@ def describe_element(key: str, desc: dict[str, Any]) -> str:
     return f"'{key}' ({' '.join(parts)})"
 
 
+_ABSENT = object()
+
+
 def _field_changes(
     before: dict[str, dict], after: dict[str, dict], keys: list[str]
 ) -> dict[str, dict]:
-    """``{key: {field: (old, new)}}`` for elements present in both skeletons whose descriptors differ."""
-    # threshold_to_diff_deeper=0: always report per field, however much of a descriptor changed.
-    diff = DeepDiff(
-        {k: before[k] for k in keys},
-        {k: after[k] for k in keys},
-        view="tree",
-        threshold_to_diff_deeper=0,
-    )
-    changes: dict[str, dict] = {key: {} for key in keys}
-    for report in (
-        "values_changed",
-        "type_changes",
-        "dictionary_item_added",
-        "dictionary_item_removed",
-    ):
-        for level in diff.get(report, ()):
-            key, field = level.path(output_format="list")[:2]
-            default = FIELD_DEFAULTS.get(field)
-            old = default if report == "dictionary_item_added" else level.t1
-            new = default if report == "dictionary_item_removed" else level.t2
-            changes[key][field] = (old, new)
+    """``{key: {field: (old, new)}}`` for elements present in both skeletons whose descriptors differ.
+
+    A field only one side has changed from (or to) its :data:`FIELD_DEFAULTS` value; a value of
+    another type is a change even when it compares equal (``1`` and ``True``).
+    """
+    changes: dict[str, dict] = {}
+    for key in keys:
+        old_desc, new_desc = before[key], after[key]
+        fields: dict[str, tuple[Any, Any]] = {}
+        for field, new in new_desc.items():
+            old = old_desc.get(field, _ABSENT)
+            if old is _ABSENT:
+                fields[field] = (FIELD_DEFAULTS.get(field), new)
+            elif old != new or type(old) is not type(new):
+                fields[field] = (old, new)
+        for field, old in old_desc.items():
+            if field not in new_desc:
+                fields[field] = (old, FIELD_DEFAULTS.get(field))
+        changes[key] = fields
     return changes
 
 
 def _field_order(field: str) -> tuple[int, str]:
     order = list(FIELD_DEFAULTS)
     return (order.index(field) if field in order else len(order), field)
-
-
-_ABSENT = object()
 
 
 _MARK_ONLY = frozenset({BACKGROUND_FIELD})
@@ -902,7 +939,7 @@ def diff_skeletons(
     """
     b_elements, b_alerts = _check_shape(before)
     a_elements, a_alerts = _check_shape(after)
-    # One pass comparing whole descriptors keeps deepdiff to the few elements that actually changed.
+    # One pass comparing whole descriptors leaves the per-field work to the few elements that changed.
     changed: list[str] = []
     appeared: list[str] = []
     for key, desc in a_elements.items():
@@ -915,15 +952,16 @@ def diff_skeletons(
     shared = len(a_elements) - len(appeared)
     gone = [k for k in b_elements if k not in a_elements] if len(b_elements) > shared else []
     b_texts, a_texts = Counter(b_alerts.values()), Counter(a_alerts.values())
+    # Messages with background text match any text in its place (a mark on one side only).
+    gone_messages, new_messages = _unmatched(
+        _each(b_alerts.values(), b_texts - a_texts), _each(a_alerts.values(), a_texts - b_texts)
+    )
     content = _content_lines(before, after)
     scrolled = _scroll_lines(before, after, a_elements)
-    if not (changed or appeared or gone or content or scrolled) and b_texts == a_texts:
+    if not (changed or appeared or gone or content or scrolled or gone_messages or new_messages):
         return []
 
-    lines = [
-        f"New message/alert appeared: '{shown_text(text)}'"
-        for text in _each(a_alerts.values(), a_texts - b_texts)
-    ]
+    lines = [f"New message/alert appeared: '{shown_text(text)}'" for text in new_messages]
     lines += [line for line in content if line.startswith(("Heading", "New heading"))]
     _touched(a_elements, appeared)
     _touched(b_elements, gone)
@@ -937,10 +975,7 @@ def diff_skeletons(
     lines += [f"New element appeared: {describe_element(k, a_elements[k])}" for k in appeared]
     lines += [f"Element disappeared: {describe_element(k, b_elements[k])}" for k in gone]
     lines += [line for line in content if not line.startswith(("Heading", "New heading"))]
-    lines += [
-        f"Message/alert disappeared: '{shown_text(text)}'"
-        for text in _each(b_alerts.values(), b_texts - a_texts)
-    ]
+    lines += [f"Message/alert disappeared: '{shown_text(text)}'" for text in gone_messages]
     lines += scrolled
 
     if len(lines) > limit:

@@ -363,3 +363,23 @@ def test_a_ticker_marked_only_in_the_page_after_is_not_a_change():
         return after
 
     assert observe(SHOP_PAGE, change).meaningful_content_change is False
+
+
+def test_background_text_in_a_message_marked_on_one_side_only_is_not_a_change():
+    # A message region with a relative time the script marked only once it ticked.
+    def change(root, message="Order saved."):
+        region = fragment('<div role="status">Order saved. <span>Updated 5 min ago</span></div>')
+        body(root).insert(0, region)
+        stamp = region.find("span")
+
+        def after():
+            region.text = message + " "
+            stamp.text = "Updated 6 min ago, syncing"
+            stamp.set(BACKGROUND_ATTR, "text")
+
+        return after
+
+    assert observe(SHOP_PAGE, change).meaningful_content_change is False
+    failed = observe(SHOP_PAGE, lambda root: change(root, "Payment failed."))
+    assert failed.meaningful_content_change is True
+    assert "New message/alert appeared: 'Payment failed. ⟨…⟩'" in failed.observations
