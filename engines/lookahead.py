@@ -11,6 +11,9 @@ is used only after a success that is not the goal, and discarded otherwise
 No lookahead when the verdict decides where the plan goes (a step with
 sub-tasks: ``sub_task_completed`` picks the sub-task) or when the plan would
 run out (a new plan would be needed, and the goal is the likelier outcome).
+In that last case the finish audit runs beside the verdict instead
+(``audit_ahead_allowed``): a "done" verdict then finishes without one more
+model wait, and any other verdict discards the audit (still counted in usage).
 """
 
 from __future__ import annotations
@@ -34,6 +37,16 @@ def lookahead_allowed(plan: Plan | None, step_index: int, verified_step_index: i
         return False
     next_index = step_index + 1 if verified_step_index == step_index else step_index
     return next_index < len(plan.steps)
+
+
+def audit_ahead_allowed(
+    plan: Plan | None, step_index: int, verified_step_index: int | None
+) -> bool:
+    """The verified action was for the flat plan's last step: a success leaves no step to prepare,
+    and finishing is the likelier outcome, so the finish audit runs beside the verdict."""
+    if plan is None or step_index >= len(plan.steps) or plan.steps[step_index].sub_tasks:
+        return False
+    return verified_step_index == step_index and step_index + 1 == len(plan.steps)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from veriloop.graph.routers import (
 )
 from veriloop.graph.state import InputState, State
 from veriloop.nodes.action_generation import action_generation
+from veriloop.nodes.audit_ahead import audit_ahead
 from veriloop.nodes.completion_audit import completion_audit
 from veriloop.nodes.correction import correction
 from veriloop.nodes.finalize import finalize
@@ -39,6 +40,7 @@ def build_graph() -> StateGraph:
     builder.add_node("observation", sync_and_async(observation))
     builder.add_node("verification", sync_and_async(verification))
     builder.add_node("lookahead", sync_and_async(lookahead))
+    builder.add_node("audit_ahead", sync_and_async(audit_ahead))
     builder.add_node("use_lookahead", use_lookahead)
     builder.add_node("correction", sync_and_async(correction))
     builder.add_node("replanning", sync_and_async(replanning))
@@ -48,7 +50,9 @@ def build_graph() -> StateGraph:
 
     builder.add_conditional_edges(START, route_entry)
     builder.add_conditional_edges(
-        "observation", route_after_observation, ["correction", "verification", "lookahead"]
+        "observation",
+        route_after_observation,
+        ["correction", "verification", "lookahead", "audit_ahead"],
     )
     builder.add_conditional_edges("verification", route_after_verification)
     builder.add_conditional_edges("use_lookahead", route_after_action_generation)

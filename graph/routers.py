@@ -21,12 +21,18 @@ def route_entry(state: State) -> Literal["planning", "observation"]:
 
 def route_after_observation(
     state: State,
-) -> Literal["correction", "verification"] | list[Literal["verification", "lookahead"]]:
-    """No change (already a verdict) -> correction; else the model judges, beside the lookahead when planned."""
+) -> (
+    Literal["correction", "verification"]
+    | list[Literal["verification", "lookahead", "audit_ahead"]]
+):
+    """No change (already a verdict) -> correction; else the model judges, beside the lookahead
+    or the finish audit when planned."""
     if current_verification(state) is not None:
         return "correction"
     if state.get("lookahead_planned"):
         return ["verification", "lookahead"]
+    if state.get("audit_ahead_planned"):
+        return ["verification", "audit_ahead"]
     return "verification"
 
 

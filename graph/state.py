@@ -85,6 +85,10 @@ class State(InputState, total=False):
     """Every VerificationResult dump of the task, in order."""
     completion_audit: dict[str, Any] | None
     """CompletionAuditResult dump of this invocation's finish audit (set before every finish())."""
+    audit_ahead_planned: bool
+    """This run audits the finish beside the verification call (the plan's last step was verified)."""
+    audit_ahead: dict[str, Any] | None
+    """CompletionAuditResult dump of the audit run beside this run's verdict; completion_audit uses it."""
     action_fingerprints: Annotated[list[str], history()]
     """Fingerprints of (action, page skeleton) already tried, for loop detection."""
     correction_attempts: int

@@ -45,4 +45,6 @@ def finalize(state: State) -> dict:
         "action_observation": None,
         "lookahead_planned": False,
         "lookahead": None,
+        "audit_ahead_planned": False,
+        "audit_ahead": None,
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from veriloop.context import Context
-from veriloop.engines.lookahead import lookahead_allowed
+from veriloop.engines.lookahead import audit_ahead_allowed, lookahead_allowed
 from veriloop.engines.verification import observe_action
 from veriloop.graph.state import State
 from veriloop.nodes.support import plan_of
@@ -29,18 +29,19 @@ async def observation(state: State, runtime: Runtime[Context]) -> dict:
         current_active_element=state.get("active_element"),
         seen_fingerprints=state.get("action_fingerprints") or [],
     )
+    plan, step_index = plan_of(state), state.get("current_step_index", 0)
+    ahead = ctx.lookahead and observed.no_change is None
     update: dict = {
         "page_state": observed.page_state.model_dump(),
         "action_fingerprints": [observed.fingerprint],
         "action_observation": observed.facts.model_dump(),
         # Only when a success would lead on at once: a repeat or a spent budget goes to correction.
-        "lookahead_planned": ctx.lookahead
-        and observed.no_change is None
+        "lookahead_planned": ahead
         and not observed.facts.repeated_action
         and len(history) < ctx.max_steps_per_task
-        and lookahead_allowed(
-            plan_of(state), state.get("current_step_index", 0), last.plan_step_index
-        ),
+        and lookahead_allowed(plan, step_index, last.plan_step_index),
+        "audit_ahead_planned": ahead
+        and audit_ahead_allowed(plan, step_index, last.plan_step_index),
     }
     if observed.no_change is not None:
         verdict = observed.no_change.model_dump()

@@ -122,7 +122,7 @@ class Context:
     lookahead: bool = field(
         default=True,
         metadata={
-            "description": "Prepare the next action while the verdict is computed (2 model calls on the critical path instead of 3); a verdict that is not a success discards it."
+            "description": "Prepare the next action while the verdict is computed (2 model calls on the critical path instead of 3), or on the plan's last step the finish audit; a verdict that does not use it discards it."
         },
     )
     dom_context_chars: int = field(

@@ -64,13 +64,19 @@ def test_a_veto_takes_back_goal_achieved_and_the_agent_continues(agent, jas, obs
 
 
 def test_a_completion_without_cited_changes_never_reaches_the_audit(agent, jas, observe, verdict):
+    jas.on("audit", lambda request: CompletionAudit(goal_met=True, confidence=0.99, reason="yes"))
     task_id = _run_to_save(agent, jas, observe, verdict, verdict(True, True, 0.99))
     _keep_going(jas)
     step = agent.step(observe("patient_saved", task_id=task_id))
 
     assert (step.status, step.action) == ("executing", "wait(0.5)")
     assert step.verification.goal_achieved is False
-    assert jas.calls("audit") == 0
+    # On the plan's last step the audit ran beside the verdict, and agreed; without a cited
+    # change the verdict is no completion, so the audit's answer is never used (only paid for).
+    assert jas.calls("audit") == 1
+    state = agent.graph.get_state({"configurable": {"thread_id": task_id}}).values
+    assert state.get("completion_audit") is None
+    assert agent.get_task(task_id).usage["verification"]["calls"] == 4
     [last] = agent.get_task(task_id).verifications[-1:]
     assert last["uncited_completion"] is True
 

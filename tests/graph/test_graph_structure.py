@@ -1,4 +1,4 @@
-"""The compiled graph: twelve nodes wired as DESIGN.md says (Mermaid snapshot plus explicit edges)."""
+"""The compiled graph: thirteen nodes wired as DESIGN.md says (Mermaid snapshot plus explicit edges)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from veriloop.graph import build_graph, graph
 SNAPSHOT = Path(__file__).parent / "snapshots" / "graph.mmd"
 NODES = {
     "planning", "step_refinement", "action_generation", "observation", "verification",
-    "lookahead", "use_lookahead", "correction", "replanning", "goal_achieved", "completion_audit",
+    "lookahead", "audit_ahead", "use_lookahead", "correction", "replanning", "goal_achieved", "completion_audit",
     "finalize",
 }  # fmt: skip
 CONDITIONAL = {
@@ -18,6 +18,7 @@ CONDITIONAL = {
     ("observation", "correction"),
     ("observation", "verification"),
     ("observation", "lookahead"),
+    ("observation", "audit_ahead"),
     ("verification", "goal_achieved"),
     ("verification", "use_lookahead"),
     ("verification", "planning"),
@@ -41,10 +42,11 @@ DIRECT = {
     ("step_refinement", "action_generation"),
     ("finalize", "__end__"),
     ("lookahead", "__end__"),  # its branch ends; use_lookahead reads what it wrote
+    ("audit_ahead", "__end__"),  # likewise; completion_audit reads what it wrote
 }
 
 
-def test_twelve_nodes_and_the_design_edges():
+def test_thirteen_nodes_and_the_design_edges():
     drawn = graph.get_graph()
     assert set(drawn.nodes) - {"__start__", "__end__"} == NODES
     edges = {(e.source, e.target): e.conditional for e in drawn.edges}

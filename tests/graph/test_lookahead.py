@@ -7,7 +7,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from veriloop.agent import Agent
 from veriloop.context import Context
-from veriloop.engines.lookahead import lookahead_allowed
+from veriloop.engines.lookahead import audit_ahead_allowed, lookahead_allowed
 from veriloop.engines.planning import plan_steps
 from veriloop.llm.scripted import Span, critical_path_calls
 from veriloop.schemas import CorrectionChoice, PlannedStep
@@ -68,9 +68,33 @@ def test_the_goal_verdict_finishes_without_a_lookahead_on_the_last_step(jas, obs
     agent.step(observe("patient_form", task_id=first.task_id))
     agent.step(observe("patient_form_filled", task_id=first.task_id))
     before = jas.calls("refinement")
+    jas.latency_s = LATENCY  # every answer takes a while, so calls made side by side overlap
+    mark = len(jas.spans)
     last = agent.step(observe("patient_saved", task_id=first.task_id))
-    # Verifying "Save" (the plan's last step): a success would need a new plan, so nothing is prepared.
+    # Verifying "Save" (the plan's last step): a success would need a new plan, so no action is
+    # prepared; the finish audit runs beside the verdict instead: finishing is one model wait.
     assert last.status == "completed" and jas.calls("refinement") == before
+    spans = jas.spans[mark:]
+    assert sorted(s.request.purpose for s in spans) == ["audit", "verification"]
+    assert critical_path_calls(spans) == 1
+
+
+def test_without_lookahead_the_finish_audit_waits_for_the_verdict(jas, observe, verdict):
+    agent = _agent(lookahead=False)
+    jas.script(
+        "verification",
+        verdict(True, False, 0.9),
+        verdict(True, False, 0.9),
+        verdict(True, True, 0.95, evidence=[2]),
+    )
+    first = agent.step(observe("patients", query=GOAL))
+    agent.step(observe("patient_form", task_id=first.task_id))
+    agent.step(observe("patient_form_filled", task_id=first.task_id))
+    jas.latency_s = LATENCY
+    mark = len(jas.spans)
+    last = agent.step(observe("patient_saved", task_id=first.task_id))
+    assert last.status == "completed"
+    assert critical_path_calls(jas.spans[mark:]) == 2  # verification, then the audit
 
 
 def test_nothing_changed_fails_without_a_verdict_or_a_lookahead(jas, observe):
@@ -101,6 +125,20 @@ def _plan(*sub_tasks: list[str]) -> Plan:
 )
 def test_lookahead_allowed(plan, step_index, verified_step_index, allowed):
     assert lookahead_allowed(plan, step_index, verified_step_index) is allowed
+
+
+@pytest.mark.parametrize(
+    ("plan", "step_index", "verified_step_index", "allowed"),
+    [
+        (None, 0, None, False),
+        (_plan([], []), 0, 0, False),  # a success leads to step 1: the lookahead's turn
+        (_plan([], []), 1, 1, True),  # the last step verified: finishing is the likelier outcome
+        (_plan([], []), 1, 0, False),  # the action was for another step
+        (_plan([], ["a", "b"]), 1, 1, False),  # sub-tasks: the verdict picks where to go
+    ],
+)
+def test_audit_ahead_allowed(plan, step_index, verified_step_index, allowed):
+    assert audit_ahead_allowed(plan, step_index, verified_step_index) is allowed
 
 
 def test_critical_path_counts_side_by_side_calls_once():
