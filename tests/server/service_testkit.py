@@ -42,6 +42,8 @@ PG_URL = os.environ.get(
 )
 KEYS = {"key-a": "tenant_a", "key-b": "tenant_b"}
 GOAL = re.compile(r"Press button (\d+) exactly (\d+) times \[([0-9a-z-]+)\]")
+AUDITED_ACTION = re.compile(r"^Action \d+: ", re.MULTILINE)
+"""One trajectory line per verified action in an audit prompt (engines/completion.build_trajectory)."""
 
 
 # -- pages and requests -----------------------------------------------------------------------
@@ -115,9 +117,12 @@ class Playbook:
                 evidence=change_line_numbers(request.text) if done else [],
             )
         if purpose == "audit":
-            with self.lock:
-                met = self.verdicts[tag] >= times
-            return CompletionAudit(goal_met=met, confidence=0.95, reason=f"{times} presses seen")
+            # Judged from the trajectory it is shown, as a real audit is: it may run beside the
+            # last verdict (audit_ahead), before that verdict is counted above.
+            presses = len(AUDITED_ACTION.findall(request.text))
+            return CompletionAudit(
+                goal_met=presses >= times, confidence=0.95, reason=f"{presses} presses seen"
+            )
         if purpose == "correction":
             return CorrectionChoice(strategy="retry_with_delay", thought="wait and retry")
         if purpose == "replanning":
