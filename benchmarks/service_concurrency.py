@@ -50,6 +50,10 @@ class Round:
     latency_s: float
     critical_path_calls: int
     """Model waits of one task run alone (side-by-side calls count once)."""
+    cpu_s: float
+    """CPU time the service process used in the round."""
+    steps: int
+    """Steps of every task."""
 
     @property
     def model_bound_s(self) -> float:
@@ -66,7 +70,9 @@ class Round:
             f"{self.model_bound_s:5.2f} s ({self.model_calls / self.tasks:.1f} calls/task, "
             f"{self.critical_path_calls} waits) -> "
             f"x{self.wall_over_model_bound:.2f}; peak in flight {self.peak_in_flight} "
-            f"({self.peak_in_flight / self.tasks:.2f} per task)"
+            f"({self.peak_in_flight / self.tasks:.2f} per task); service CPU "
+            f"{self.cpu_s * 1000 / (self.tasks * self.steps):.0f} ms per step, busy "
+            f"{self.cpu_s / self.wall_s:.0%} of the wall time"
         )
 
 
@@ -102,9 +108,18 @@ def measure(
         for tasks in sizes:
             model.reset()
             model.on(ANY_PURPOSE, lambda request: Delay(args.latency, answer(request)))
+            cpu = service.cpu_seconds()
             wall = asyncio.run(run_tasks(service.url, html, tasks, args.steps))
             result = Round(
-                database, tasks, wall, model.calls(), model.peak_in_flight, args.latency, waits
+                database,
+                tasks,
+                wall,
+                model.calls(),
+                model.peak_in_flight,
+                args.latency,
+                waits,
+                service.cpu_seconds() - cpu,
+                args.steps,
             )
             print(result.line(), flush=True)
             rounds.append(result)

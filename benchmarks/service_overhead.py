@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import psutil
 import psycopg
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -188,6 +189,11 @@ class ServiceProcess:
                 self.stop()
                 raise SystemExit("the service did not start")
             time.sleep(0.1)
+
+    def cpu_seconds(self) -> float:
+        """CPU time the service process has used so far (user and system)."""
+        times = psutil.Process(self.process.pid).cpu_times()
+        return times.user + times.system
 
     def stop(self) -> None:
         self.process.terminate()
