@@ -6,7 +6,8 @@ after ``--latency`` seconds (default 1 s). 100, then 200, tasks of
 ``--steps`` steps each run at once over HTTP (one async client, one connection
 per task); the model server counts the calls it is answering at the same time.
 The page is the median-size page of the shared HTML corpus with a counter
-button, so every step is a real verification plus a real next action.
+button, so every step is a real verification plus a real next action, and a
+line naming the task's tab, so no two tasks send the same page.
 
 The time the model alone needs is the model waits of one task: the longest
 chain of its calls that ran one after another (calls made side by side, like a
@@ -81,15 +82,17 @@ async def run_tasks(base_url: str, html: str, tasks: int, steps: int) -> float:
     limits = httpx.Limits(max_connections=tasks, max_keepalive_connections=tasks)
     async with httpx.AsyncClient(base_url=base_url, timeout=600, limits=limits) as client:
 
-        async def task() -> None:
+        async def task(tab: int) -> None:
+            # Each tab its own page, as real tabs are: no cache keyed by the page serves two tasks.
+            page = html.replace("</body>", f"<p>Tab {tab}</p></body>", 1)
             task_id = None
             for n in range(steps):
-                reply = await client.post("/api/agent/interact", json=observation(html, task_id, n))
+                reply = await client.post("/api/agent/interact", json=observation(page, task_id, n))
                 reply.raise_for_status()
                 task_id = reply.json()["taskId"]
 
         started = time.perf_counter()
-        await asyncio.gather(*(task() for _ in range(tasks)))
+        await asyncio.gather(*(task(tab) for tab in range(tasks)))
         return time.perf_counter() - started
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 
+from cachetools import LRUCache, cached
 from lxml import etree
 
 from veriloop.engines.skeleton import parse_html
@@ -68,6 +69,8 @@ class CompactPage:
     """The page without scripts, styles, hidden elements and unhelpful attributes."""
     element_ids: frozenset[int]
     """The numbers of the page's interactive elements (the ids actions may name)."""
+    source_chars: int = 0
+    """Length of the page it was made from (what keeping it in the cache costs with it)."""
 
     def excerpt(
         self, *, focus_ids: Iterable[int | None] = (), hints: Iterable[str] = (), max_chars: int
@@ -106,15 +109,30 @@ _DROPPED = "veriloop-dropped"
 """A tag name no page uses: hidden elements are renamed to it so one C-level pass removes them with the noise."""
 
 
-# Refinement and action generation both read the same page in one run: parse it once. Under many
-# concurrent tasks this small cache misses; a StepContext keeps its own page for its engines.
-@lru_cache(maxsize=8)
+PAGE_CACHE_BYTES = 64 << 20
+"""Budget of the compact pages kept (each costs its page and its compact form): enough for the
+pages of a few hundred tasks in flight at the median corpus size, a dozen at the size limit."""
+
+
+def _cached_bytes(entry: CompactPage) -> int:
+    return entry.source_chars + len(entry.html) + 64 * len(entry.element_ids)
+
+
+# A task's first step reads its page in planning, refinement and action generation, three nodes
+# apart; a later step in the lookahead and again after a failed verdict. Other tasks' nodes run in
+# between, so the cache is bounded by size, not by a count that concurrency would outrun (an
+# 8-entry cache missed beyond 8 tasks). The key is the page string the state already holds.
+@cached(
+    LRUCache(PAGE_CACHE_BYTES, getsizeof=_cached_bytes),
+    key=lambda html: html,
+    lock=threading.Lock(),
+)
 def compact_page(html: str | bytes) -> CompactPage:
     """Parse ``html`` once into its compact form and element ids."""
     # The engine's one parser: any charset, XML declarations, NUL bytes; comments and PIs already gone.
     root = parse_html(html)
     if root is None:
-        return CompactPage("", frozenset())
+        return CompactPage("", frozenset(), len(html))
     ids = frozenset(int(v) for v in root.xpath(f"//@{ELEMENT_ID_ATTR}") if v.strip().isdigit())
     for element in root.xpath(f"//*[@{HIDDEN_ATTR}='1']"):
         element.tag = _DROPPED
@@ -130,7 +148,7 @@ def compact_page(html: str | bytes) -> CompactPage:
         element.tail = _squash(element.tail)
     body = root.find("body")
     compact = etree.tostring(body if body is not None else root, encoding="unicode", method="html")
-    return CompactPage(compact.strip(), ids)
+    return CompactPage(compact.strip(), ids, len(html))
 
 
 def _squash(text: str | None) -> str | None:

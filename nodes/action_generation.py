@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from langgraph.runtime import Runtime
 
 from veriloop.context import Context
@@ -20,7 +22,11 @@ async def action_generation(state: State, runtime: Runtime[Context]) -> dict:
         instruction=state.get("refined_instruction") or state["goal"],
         target_element_id=state.get("target_element_id"),
     )
-    update = {"page_state": page_state(state), "thought": outcome.thought, "usage": outcome.usage}
+    update = {
+        "page_state": await asyncio.to_thread(page_state, state),
+        "thought": outcome.thought,
+        "usage": outcome.usage,
+    }
     if outcome.action is None:
         task_log(state, "action_generation").warning(
             "no valid action: %s", "; ".join(outcome.rejections)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from langgraph.runtime import Runtime
 
 from veriloop.context import Context
@@ -36,7 +38,10 @@ async def correction(state: State, runtime: Runtime[Context]) -> dict:
     if decision.move == "replan":
         log.info("escalating to replanning: %s", decision.reason)
         return {}
-    update = {"page_state": page_state(state), "action_source": "correction"}
+    update = {
+        "page_state": await asyncio.to_thread(page_state, state),
+        "action_source": "correction",
+    }
     if decision.move == "fail":
         log.warning("task failed: %s", decision.reason)
         action = Action(kind="fail", text=decision.reason)

@@ -21,7 +21,8 @@ def task_log(state: State, component: str) -> TaskLogger:
 
 
 def page_state(state: State) -> dict[str, Any]:
-    """BeforeState dump of the current observation: the one computed this run, else captured now."""
+    """BeforeState dump of the current observation: the one computed this run, else captured now
+    (a task's first page; async nodes call this in a worker thread, as the observation's capture runs)."""
     return (
         state.get("page_state")
         or capture_page_state(state["url"], state["dom"], state.get("active_element")).model_dump()

@@ -83,3 +83,29 @@ def test_control_characters_are_dropped_not_raised():
     context = build_dom_context(html)
     assert "Patients" in context and "Save" in context
     assert not any(ch in context for ch in "\x00\x01\x18")
+
+
+def test_many_tasks_pages_stay_parsed_between_their_nodes(monkeypatch):
+    # 300 tasks' pages read in turn, then each again (the next node of each task): one parse each.
+    from veriloop.engines import dom_context
+
+    parses = []
+    real = dom_context.parse_html
+    monkeypatch.setattr(dom_context, "parse_html", lambda html: parses.append(1) or real(html))
+    pages = [_big_page(rows=20).replace("New patient", f"New patient {tab}") for tab in range(300)]
+    first = [dom_context.compact_page(page) for page in pages]
+    again = [dom_context.compact_page(page) for page in pages]
+    assert len(parses) == 300  # an 8-entry cache parsed all 600
+    assert all(a is b for a, b in zip(first, again, strict=True))
+
+
+def test_the_page_cache_is_bounded_by_the_size_of_its_pages_not_by_their_count():
+    from veriloop.engines.dom_context import PAGE_CACHE_BYTES, compact_page
+
+    page = _big_page(rows=2_000)
+    entry = compact_page(page)
+    cache = compact_page.cache
+    assert cache.maxsize == PAGE_CACHE_BYTES
+    # An entry costs its page (the key it keeps alive) and its compact form.
+    assert cache.getsizeof(entry) >= len(page) + len(entry.html)
+    assert cache.currsize <= PAGE_CACHE_BYTES
