@@ -35,10 +35,12 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from itertools import chain
+from typing import Any
 
 from lxml import etree
 
+from veriloop.engines import skeleton_walk
 from veriloop.engines.markup_guard import bound_markup
 from veriloop.schemas.page_contract import (
     BACKGROUND_ATTR,
@@ -225,20 +227,11 @@ def parse_html(html: str | bytes | None) -> etree._Element | None:
 
 # --- extraction ---------------------------------------------------------------------------
 # Measured on real pages: libxml2 evaluates element predicates (//*[@role or ...]) very slowly,
-# an XPath union of attribute paths walks the tree once per path (14 paths cost as much as
-# reading every element's attributes in Python), and the content layer needs a Python walk in
-# any case. So one walk in document order reads each element's attributes once and does all the
-# work of the page: hidden subtrees, interactive candidates, messages, marks and page text.
+# an XPath union of attribute paths walks the tree once per path, and the content layer needs a
+# walk in any case. So one walk in document order (compiled: :mod:`skeleton_walk`) reads each
+# element's attributes once and does all the work of the page: hidden subtrees, interactive
+# candidates, messages, marks and page text.
 
-# What each attribute the walk reads says about its element.
-_SIG_ROLE, _SIG_EDITABLE, _SIG_NUMBER, _SIG_LIVE, _SIG_TOAST, _SIG_HIDING = range(6)
-_SIG_ARIA_HIDDEN, _SIG_EXPANDED, _SIG_MARK, _SIG_STYLE, _SIG_CLASS, _SIG_ID = range(6, 12)
-_SIGNAL = {
-    "role": _SIG_ROLE, "contenteditable": _SIG_EDITABLE, ELEMENT_ID_ATTR: _SIG_NUMBER, "aria-live": _SIG_LIVE,
-    "data-toast": _SIG_TOAST, "hidden": _SIG_HIDING, HIDDEN_ATTR: _SIG_HIDING, "aria-hidden": _SIG_ARIA_HIDDEN,
-    "aria-expanded": _SIG_EXPANDED, BACKGROUND_ATTR: _SIG_MARK, "style": _SIG_STYLE, "class": _SIG_CLASS, "id": _SIG_ID,
-}  # fmt: skip
-_HIDDEN_TAGS = frozenset(("noscript", "template"))
 _SELECTED_OPTION = etree.XPath("(.//option[@selected])[1]")
 _FIRST_OPTION = etree.XPath(
     "(.//option)[1]"
@@ -351,9 +344,6 @@ def _unique(key: str, taken: dict) -> str:
     return f"{key}[{n}]"
 
 
-_REFERENCES = etree.XPath(
-    " | ".join(f"/descendant::*/@{name}" for name in MESSAGE_REFERENCES), smart_strings=False
-)
 _TEXTS = etree.XPath(".//text()")
 _BY_NUMBER = etree.XPath(f"/descendant::*[@{ELEMENT_ID_ATTR}=$value]")
 _BY_ID = etree.XPath("/descendant::*[@id=$value]")
@@ -417,40 +407,12 @@ def _message_blocks(region: etree._Element, hidden: set, ticking: set) -> list[s
     return _joined(blocks.values())
 
 
-class _Blocks:
-    """The content layer as the walk finds it: the text parts of each block element in page order,
-    up to :data:`MAX_BLOCKS` blocks (``truncated``: text past them was left out)."""
-
-    __slots__ = ("parts", "truncated")
-
-    def __init__(self) -> None:
-        self.parts: dict[etree._Element, list[str]] = {}
-        self.truncated = False
-
-    def add(self, owner: etree._Element, text: str) -> None:
-        if self.truncated:
-            return
-        parts = self.parts.get(owner)
-        if parts is not None:
-            parts.append(text)  # whitespace too: normalising collapses it
-        elif not text.isspace():
-            if len(self.parts) < MAX_BLOCKS:
-                self.parts[owner] = [text]
-            else:
-                self.truncated = True
-
-
 def _normalised(parts: Iterable[str]) -> str:
     return " ".join(" ".join(parts).split())
 
 
 def _joined(parts_of_blocks: Iterable[list[str]]) -> list[str]:
     return [text for text in map(_normalised, parts_of_blocks) if text]
-
-
-def _joined_blocks(blocks: dict[etree._Element, list[str]]) -> list[tuple[etree._Element, str]]:
-    joined = ((el, _normalised(parts)) for el, parts in blocks.items())
-    return [(el, text) for el, text in joined if text]
 
 
 def _locator(el: etree._Element) -> tuple[str, str]:
@@ -496,184 +458,81 @@ def carry_background(root: etree._Element | None, before: Any) -> None:
                 el.set(BACKGROUND_ATTR, " ".join(sorted(merged)))
 
 
-class _Walk(NamedTuple):
-    """What the one walk of a page found (see :func:`_walk`)."""
-
-    hidden: set[etree._Element]
-    tagged: list[tuple[etree._Element, list[tuple[str, str]]]]
-    by_attribute: dict[etree._Element, bool]
-    messages: list[etree._Element]
-    marked: list[etree._Element]
-    ticking: set[etree._Element]
-    blocks: _Blocks
-
-
-def _walk(root: etree._Element) -> _Walk:
-    """Every element once, in document order, its attributes read once.
-
-    ``hidden``: elements the browser does not show (subtrees of ``hidden``, ``aria-hidden="true"``,
-    the snapshot's hidden flag, a hiding style, ``noscript``, ``template``). ``tagged``: the shown
-    elements with an interactive tag, with their attributes. ``by_attribute``: elements interactive by role,
-    contenteditable or the snapshot's number (True), or containers whose ``aria-expanded`` is their
-    only state (False); a dict keeps page order once. ``messages``: message candidates by
-    convention, then those a field names (``aria-describedby``). ``marked``/``ticking``: background
-    marks, and those whose text changes on its own. ``blocks``: the text of ``<body>`` by
-    block element: an element's block is itself, or its parent's block when it is
-    inline; hidden subtrees, messages, editable text and :data:`_NOT_CONTENT` tags are left out, and
-    the text of a ticking element is :data:`BACKGROUND_TEXT`.
-    """
-    references: set[str] = set()
-    for value in _REFERENCES(root):
-        references.update(value.split())
-    hidden: set[etree._Element] = set()
-    tagged: list[tuple[etree._Element, list[tuple[str, str]]]] = []
-    by_attribute: dict[etree._Element, bool] = {}
-    messages: list[etree._Element] = []
-    referenced: list[etree._Element] = []
-    marked: list[etree._Element] = []
-    ticking: set[etree._Element] = set()
-    alert_class: dict[str, bool] = {}  # class values repeat a lot on a page
-    body = root.find("body")
-    block_of: dict[etree._Element, etree._Element] = {}  # absent: not page content
-    blocks = _Blocks()
-    if body is not None:
-        block_of[body] = body
-        if body.text:
-            blocks.add(body, body.text)
-    # Bound once: this loop runs for every element of the page.
-    signal, block_at, add_text = _SIGNAL.get, block_of.get, blocks.add
-    for el in root.iter():
-        tag = el.tag
-        parent = el.getparent()
-        hides = tag in _HIDDEN_TAGS
-        message = named = skip = tick = False
-        items = el.items()
-        for name, value in items:
-            kind = signal(name)
-            if kind is None:
-                continue
-            if kind == _SIG_CLASS:
-                found = alert_class.get(value)
-                if found is None:
-                    found = alert_class[value] = not ALERT_CLASSES_SET.isdisjoint(value.split())
-                message = message or found
-            elif kind == _SIG_STYLE:
-                if ("none" in value or "hidden" in value) and _HIDING_STYLE.search(value):
-                    hides = True
-            elif kind == _SIG_ID:
-                named = value in references
-            elif kind == _SIG_ROLE:
-                if value in INTERACTIVE_ROLES:
-                    by_attribute[el] = True
-                elif value in ALERT_ROLES:
-                    message = True
-            elif kind == _SIG_NUMBER:
-                by_attribute[el] = True
-            elif kind == _SIG_EXPANDED:
-                by_attribute.setdefault(el, False)
-            elif kind == _SIG_EDITABLE:
-                if value != "false":
-                    by_attribute[el] = True
-                    skip = True  # its text is the descriptor's, not page content
-            elif kind == _SIG_LIVE:
-                if value != "off":
-                    message = True
-            elif kind == _SIG_TOAST:
-                message = True
-            elif kind == _SIG_MARK:
-                marked.append(el)
-                if "text" in value.split():
-                    ticking.add(el)
-                    tick = True
-            elif kind == _SIG_HIDING:
-                hides = True
-            elif value == "true":  # aria-hidden
-                hides = True
-        if hides or (hidden and parent in hidden):
-            hidden.add(el)
-            shown = False
-        else:
-            shown = True
-            if tag in INTERACTIVE_TAGS:
-                tagged.append((el, items))
-        if message or named:
-            if message:
-                messages.append(el)
-            if named:
-                referenced.append(el)
-            skip = skip or shown  # a hidden one is inside a hidden root (unless <body> is one)
-        outer = block_at(parent)
-        if outer is None:
-            continue
-        # Left out of the content layer with its subtree: a hidden root, editable text, a message.
-        if skip or hides or tag in _NOT_CONTENT:
-            pass
-        elif tick:
-            add_text(outer if tag in INLINE_TAGS else el, BACKGROUND_TEXT)
-        else:
-            block = outer if tag in INLINE_TAGS else el
-            block_of[el] = block
-            text = el.text
-            if text:
-                add_text(block, text)
-        tail = el.tail
-        if tail:
-            add_text(outer, tail)
-    return _Walk(hidden, tagged, by_attribute, messages + referenced, marked, ticking, blocks)
+_RULES = skeleton_walk.Rules(
+    interactive_tags=INTERACTIVE_TAGS,
+    inline_tags=INLINE_TAGS,
+    not_content=_NOT_CONTENT,
+    heading_tags=HEADING_TAGS,
+    hidden_tags=("noscript", "template"),
+    interactive_roles=INTERACTIVE_ROLES,
+    alert_roles=ALERT_ROLES,
+    alert_classes=ALERT_CLASSES,
+    number_attr=ELEMENT_ID_ATTR,
+    hidden_attr=HIDDEN_ATTR,
+    mark_attr=BACKGROUND_ATTR,
+    reference_attrs=MESSAGE_REFERENCES,
+    hiding_style=_HIDING_STYLE,
+    max_blocks=MAX_BLOCKS,
+    background_text=BACKGROUND_TEXT,
+)
+"""What the walk looks for. An element is hidden by ``hidden``, ``aria-hidden="true"``, the
+snapshot's hidden flag, a hiding style, or being ``noscript``/``template`` (its subtree with it).
+Interactive: an interactive tag, role, ``contenteditable`` or the snapshot's number; a container
+whose only state is ``aria-expanded`` is kept without its text. Messages: live regions,
+alert/status/log roles, :data:`ALERT_CLASSES`, ``data-toast``, and what a field names. Page text:
+the text of ``<body>`` by block element (an element's block is itself, or its parent's block when
+it is inline), without hidden subtrees, messages, editable text and :data:`_NOT_CONTENT` tags;
+the text of an element marked as ticking is :data:`BACKGROUND_TEXT`."""
 
 
 def skeleton_from_tree(root: etree._Element | None) -> dict:
     """The skeleton of a parsed page (see the module docstring)."""
     if root is None:
         return empty_skeleton()
-    walk = _walk(root)
-    hidden, by_attribute, marked = walk.hidden, walk.by_attribute, walk.marked
+    walk = skeleton_walk.walk(root, _RULES)
     elements: dict[str, dict] = {}
     keys: dict[etree._Element, str] = {}
     unkeyed: Counter[str] = Counter()
-    extra = (
-        (el, el.items())
-        for el in by_attribute
-        if el.tag not in INTERACTIVE_TAGS and el not in hidden
+    # Interactive tags, then the elements kept for a role, a number or aria-expanded alone.
+    candidates = chain(
+        ((el, items, True) for el, items in walk.tagged),
+        ((el, el.items(), interactive) for el, interactive in walk.extra),
     )
-    for group in (walk.tagged, extra):
-        for el, items in group:
-            tag = el.tag
-            found = _element(el, tag, items)
-            if found is None:
-                continue
-            key, desc = found
-            if by_attribute.get(el) is False and tag not in INTERACTIVE_TAGS:
-                desc.pop("text", None)  # a container's text is page content, its state is its own
-            if not key:
-                key = f"{tag}[{unkeyed[tag]}]"
-                unkeyed[tag] += 1
-            if key in elements:
-                key = _unique(key, elements)
-            elements[key] = desc
-            if marked:
-                keys[el] = key
+    for el, items, interactive in candidates:
+        tag = el.tag
+        found = _element(el, tag, items)
+        if found is None:
+            continue
+        key, desc = found
+        if not interactive:
+            desc.pop("text", None)  # a container's text is page content, its state is its own
+        if not key:
+            key = f"{tag}[{unkeyed[tag]}]"
+            unkeyed[tag] += 1
+        if key in elements:
+            key = _unique(key, elements)
+        elements[key] = desc
+        if walk.marked:
+            keys[el] = key
 
     alerts: dict[str, str] = {}
     taken: set[etree._Element] = set()
     for el in walk.messages:
         # A message nested in another message (div.alert inside role=alert) is the same message.
-        if el in hidden or el in taken or any(ancestor in taken for ancestor in el.iterancestors()):
+        if el in taken or any(ancestor in taken for ancestor in el.iterancestors()):
             continue
         taken.add(el)
         # One entry per text block of the region: a new message is never cut off or glued on.
-        for text in _message_blocks(el, hidden, walk.ticking):
+        for text in _message_blocks(el, walk.hidden, walk.ticking):
             alerts[str(len(alerts))] = _kept(text, ALERT_CHARS)
 
-    background = _background(marked, hidden, keys, elements)
+    background = _background(walk.marked, keys, elements)
     headings: list[str] = []
     texts: list[str] = []
-    for el, text in _joined_blocks(walk.blocks.parts):
-        kept = _kept(text, BLOCK_CHARS)
-        if el.tag in HEADING_TAGS or el.get("role") == "heading":
-            headings.append(kept)
-        else:
-            texts.append(kept)
+    for is_heading, parts in walk.blocks:
+        text = _normalised(parts)
+        if text:
+            (headings if is_heading else texts).append(_kept(text, BLOCK_CHARS))
     scroll = {
         name: value
         for name, value in (
@@ -685,24 +544,21 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
     return {
         "elements": elements,
         "alerts": alerts,
-        "content": {"headings": headings, "texts": texts, "truncated": walk.blocks.truncated},
+        "content": {"headings": headings, "texts": texts, "truncated": walk.truncated},
         "background": background,
         "scroll": scroll,
     }
 
 
 def _background(
-    marked: list[etree._Element],
-    hidden: set,
-    keys: dict[etree._Element, str],
-    elements: dict[str, dict],
+    marked: list[etree._Element], keys: dict[etree._Element, str], elements: dict[str, dict]
 ) -> list[list[str]]:
-    """Record the snapshot's background marks on the descriptors of the elements they are in, and
-    as locators for the next page."""
+    """Record the snapshot's background marks (on shown elements) on the descriptors of the
+    elements they are in, and as locators for the next page."""
     found = []
     for el in marked:
         kinds = sorted(set((el.get(BACKGROUND_ATTR) or "").split()).intersection(BACKGROUND_KINDS))
-        if not kinds or el in hidden:
+        if not kinds:
             continue
         for holder in (el, *el.iterancestors()):
             key = keys.get(holder)

@@ -17,7 +17,12 @@ if [ ! -x .venv/bin/python ]; then
   echo "== creating .venv"
   "$PY" -m venv .venv
 fi
-installed() { [ -f ".venv/.veriloop-$1" ] && [ ! pyproject.toml -nt ".venv/.veriloop-$1" ]; }
+# Installed, and the compiled page walk built from the current source (pip builds it on install).
+installed() {
+  [ -f ".venv/.veriloop-$1" ] && [ ! pyproject.toml -nt ".venv/.veriloop-$1" ] \
+    && [ ! engines/skeleton_walk.pyx -nt ".venv/.veriloop-$1" ] \
+    && compgen -G "engines/skeleton_walk*.so" >/dev/null
+}
 if ! installed "$mode" && ! installed dev; then  # a dev install includes the runtime
   echo "== installing veriloop ($mode dependencies) into .venv: pip lists each package as it goes"
   .venv/bin/pip install -q --upgrade pip

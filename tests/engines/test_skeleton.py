@@ -382,3 +382,20 @@ def test_aria_expanded_keeps_a_buttons_text_and_gives_a_container_only_its_state
     )["elements"]
     assert got["toggle"] == {"tag": "button", "text": "Menu", "aria-expanded": "false"}
     assert got["menu"] == {"tag": "ul", "aria-expanded": "false"}
+
+
+def test_a_deeply_nested_page_is_walked_to_its_leaves_and_back():
+    # Deeper than the walk's first stack of frames: it grows, and the way back up finds every sibling.
+    depth = 1000
+    html = (
+        "<html><body>"
+        + "<div>" * depth
+        + '<h2>Deep heading</h2><button id="deep">Deep</button>'
+        + '<div style="display:none"><button id="gone">Gone</button><p>hidden text</p></div>'
+        + "</div>" * depth
+        + '<p>After the nest</p><button id="after">After</button></body></html>'
+    )
+    skeleton = extract_semantic_skeleton(html)
+    assert list(skeleton["elements"]) == ["deep", "after"]
+    assert skeleton["content"]["headings"] == ["Deep heading"]
+    assert skeleton["content"]["texts"] == ["After the nest"]

@@ -1,0 +1,306 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""The one walk of a page behind its skeleton, compiled: it reads libxml2's nodes directly.
+
+The walk visits every element of every page an action is verified on, and in
+Python its per-element cost (an element proxy, its attribute list, its parent,
+its text and tail) was as much as parsing the page again. Here an element
+becomes a Python object only when the skeleton keeps it (an interactive
+element, a message, a background mark); names are compared as C strings and
+text joins its block through a table of node addresses.
+
+What it finds is :func:`veriloop.engines.skeleton.skeleton_from_tree`'s to
+use; the rules (which tags, roles and classes mean what) are passed in from
+there, so they are written once.
+"""
+
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport strcmp
+
+cimport lxml.includes.etreepublic as cetree
+from lxml.includes cimport tree
+from lxml.includes.tree cimport xmlAttr, xmlNode
+
+cetree.import_lxml__etree()
+
+
+cdef struct Frame:
+    xmlNode* node  # the element at this depth
+    xmlNode* outer  # the block its children's text joins; NULL: its children are not page content
+    bint hidden  # the browser does not show it (its subtree neither)
+    bint in_message  # it is in a shown message region (hidden elements there are recorded)
+
+
+cdef inline xmlNode* _element_from(xmlNode* node):
+    while node is not NULL and node.type != tree.XML_ELEMENT_NODE:
+        node = node.next
+    return node
+
+
+cdef inline bint _named(xmlAttr* attr, const char* name):
+    return attr.ns is NULL and strcmp(<const char*>attr.name, name) == 0
+
+
+cdef class Rules:
+    """The skeleton's rules, as the walk reads them (built once by the skeleton module)."""
+
+    cdef frozenset interactive_tags, inline_tags, not_content, heading_tags, hidden_tags
+    cdef frozenset interactive_roles, alert_roles, alert_classes
+    cdef bytes number_attr, hidden_attr, mark_attr
+    cdef tuple reference_attrs
+    cdef object hiding_style
+    cdef Py_ssize_t max_blocks
+    cdef str background_text
+
+    def __init__(
+        self, *, interactive_tags, inline_tags, not_content, heading_tags, hidden_tags,
+        interactive_roles, alert_roles, alert_classes, number_attr, hidden_attr, mark_attr,
+        reference_attrs, hiding_style, max_blocks, background_text,
+    ):
+        self.interactive_tags = frozenset(interactive_tags)
+        self.inline_tags = frozenset(inline_tags)
+        self.not_content = frozenset(not_content)
+        self.heading_tags = frozenset(heading_tags)
+        self.hidden_tags = frozenset(hidden_tags)
+        self.interactive_roles = frozenset(interactive_roles)
+        self.alert_roles = frozenset(alert_roles)
+        self.alert_classes = frozenset(alert_classes)
+        self.number_attr = number_attr.encode()
+        self.hidden_attr = hidden_attr.encode()
+        self.mark_attr = mark_attr.encode()
+        self.reference_attrs = tuple(name.encode() for name in reference_attrs)
+        self.hiding_style = hiding_style
+        self.max_blocks = max_blocks
+        self.background_text = background_text
+
+
+cdef class Walk:
+    """What the walk of one page found."""
+
+    cdef public set hidden
+    """Hidden elements inside shown message regions (the only place the skeleton asks)."""
+    cdef public list tagged
+    """Shown elements with an interactive tag, with their attributes: ``(element, items)``."""
+    cdef public list extra
+    """Other shown elements the skeleton keeps: ``(element, interactive)``; False for a container
+    whose ``aria-expanded`` is its only state."""
+    cdef public list messages
+    """Shown message regions by convention, then shown elements a field names, in page order."""
+    cdef public list marked
+    """Shown elements with a background mark."""
+    cdef public set ticking
+    """Marked elements whose text changes on their own."""
+    cdef public list blocks
+    """The content layer: ``(is_heading, parts)`` per text block, in the order of its first text."""
+    cdef public bint truncated
+    """Text past the block budget was left out."""
+    cdef list _referenced  # shown elements a field names: messages after the conventional ones
+    cdef dict _parts  # node address -> the text parts of its block
+    cdef dict _alert_class  # class value -> is it a message's (values repeat a lot on a page)
+    cdef cetree._Document _doc
+    cdef Rules _rules
+
+    def __cinit__(self):
+        self.hidden, self.tagged, self.extra, self.messages = set(), [], [], []
+        self.marked, self.ticking, self.blocks, self.truncated = [], set(), [], False
+        self._referenced, self._parts, self._alert_class = [], {}, {}
+
+    cdef object proxy(self, xmlNode* node):
+        return cetree.elementFactory(self._doc, node)
+
+    cdef int add(self, xmlNode* owner, str text) except -1:
+        """``text`` joins the block ``owner``; a new block counts against the budget."""
+        if self.truncated:
+            return 0
+        parts = self._parts.get(<size_t>owner)
+        if parts is not None:
+            (<list>parts).append(text)  # whitespace too: normalising collapses it
+        elif not text.isspace():
+            if len(self.blocks) >= self._rules.max_blocks:
+                self.truncated = True
+                return 0
+            parts = self._parts[<size_t>owner] = [text]
+            self.blocks.append((self.is_heading(owner), parts))
+        return 0
+
+    cdef bint is_heading(self, xmlNode* node):
+        if cetree.namespacedName(node) in self._rules.heading_tags:
+            return True
+        return cetree.attributeValueFromNsName(node, NULL, <const unsigned char*>b"role") == "heading"
+
+
+cdef set _references(xmlNode* top, tuple names):
+    """The ids that fields name as their messages (the tokens of their ``names`` attributes)."""
+    found = set()
+    cdef xmlNode* node = top
+    cdef xmlAttr* attr
+    cdef Py_ssize_t i, count = len(names)
+    while node is not NULL:
+        attr = node.properties
+        while attr is not NULL:
+            for i in range(count):
+                if _named(attr, <bytes>names[i]):
+                    found.update(cetree.attributeValue(node, attr).split())
+            attr = attr.next
+        # The next element in document order, without leaving ``top``.
+        child = _element_from(node.children)
+        if child is not NULL:
+            node = child
+            continue
+        while node is not top and _element_from(node.next) is NULL:
+            node = node.parent
+        node = NULL if node is top else _element_from(node.next)
+    return found
+
+
+def walk(cetree._Element root, Rules rules):
+    """Every element of ``root`` once, in document order (see ``skeleton_from_tree``)."""
+    references = _references(root._c_node, rules.reference_attrs)
+    result = Walk()
+    result._doc = root._doc
+    result._rules = rules
+    cdef xmlNode* top = root._c_node
+    cdef xmlNode* body = _element_from(top.children)
+    while body is not NULL and not (body.ns is NULL and strcmp(<const char*>body.name, b"body") == 0):
+        body = _element_from(body.next)
+    if body is not NULL:
+        text = cetree.textOf(body)
+        if text:
+            result.add(body, text)
+    cdef Py_ssize_t capacity = 64, depth = 0
+    cdef Frame* frames = <Frame*>malloc(capacity * sizeof(Frame))
+    if frames is NULL:
+        raise MemoryError()
+    cdef Frame top_parent
+    top_parent.node, top_parent.outer, top_parent.hidden, top_parent.in_message = NULL, NULL, False, False
+    cdef xmlNode* node
+    cdef Frame* grown
+    try:
+        frames[0] = _visit(result, rules, references, top, &top_parent, body)
+        node = _element_from(top.children)
+        while True:
+            if node is not NULL:
+                if depth + 1 >= capacity:
+                    capacity *= 2
+                    grown = <Frame*>realloc(frames, capacity * sizeof(Frame))
+                    if grown is NULL:
+                        raise MemoryError()
+                    frames = grown
+                frames[depth + 1] = _visit(result, rules, references, node, &frames[depth], body)
+                depth += 1
+                node = _element_from(node.children)
+            elif depth == 0:
+                break
+            else:
+                node = _element_from(frames[depth].node.next)
+                depth -= 1
+    finally:
+        free(frames)
+    result.messages += result._referenced
+    return result
+
+
+cdef Frame _visit(Walk result, Rules rules, references, xmlNode* node, Frame* parent, xmlNode* body) except *:
+    cdef Frame frame
+    frame.node = node
+    frame.outer = NULL
+    frame.in_message = parent.in_message
+    tag = cetree.namespacedName(node)
+    cdef bint hides = tag in rules.hidden_tags
+    cdef bint message = False, named = False, skip = False, tick = False
+    cdef bint interactive = False, expandable = False, marked = False
+    cdef xmlAttr* attr = node.properties
+    cdef const char* name
+    while attr is not NULL:
+        if attr.ns is not NULL:
+            attr = attr.next
+            continue
+        name = <const char*>attr.name
+        if strcmp(name, b"class") == 0:
+            value = cetree.attributeValue(node, attr)
+            found = result._alert_class.get(value)
+            if found is None:
+                found = result._alert_class[value] = not rules.alert_classes.isdisjoint(value.split())
+            message = message or found
+        elif strcmp(name, b"style") == 0:
+            value = cetree.attributeValue(node, attr)
+            if ("none" in value or "hidden" in value) and rules.hiding_style.search(value):
+                hides = True
+        elif strcmp(name, b"id") == 0:
+            named = cetree.attributeValue(node, attr) in references
+        elif strcmp(name, b"role") == 0:
+            value = cetree.attributeValue(node, attr)
+            if value in rules.interactive_roles:
+                interactive = True
+            elif value in rules.alert_roles:
+                message = True
+        elif strcmp(name, rules.number_attr) == 0:
+            interactive = True
+        elif strcmp(name, b"aria-expanded") == 0:
+            expandable = True
+        elif strcmp(name, b"contenteditable") == 0:
+            if cetree.attributeValue(node, attr) != "false":
+                interactive = True
+                skip = True  # its text is the descriptor's, not page content
+        elif strcmp(name, b"aria-live") == 0:
+            if cetree.attributeValue(node, attr) != "off":
+                message = True
+        elif strcmp(name, b"data-toast") == 0:
+            message = True
+        elif strcmp(name, rules.mark_attr) == 0:
+            marked = True
+            if "text" in cetree.attributeValue(node, attr).split():
+                tick = True
+        elif strcmp(name, b"hidden") == 0 or strcmp(name, rules.hidden_attr) == 0:
+            hides = True
+        elif strcmp(name, b"aria-hidden") == 0:
+            if cetree.attributeValue(node, attr) == "true":
+                hides = True
+        attr = attr.next
+    frame.hidden = hides or parent.hidden
+    cdef bint shown = not frame.hidden
+    element = None
+    if shown:
+        if tag in rules.interactive_tags:
+            element = result.proxy(node)
+            result.tagged.append((element, element.items()))
+        elif interactive or expandable:
+            element = result.proxy(node)
+            result.extra.append((element, interactive))
+    elif parent.in_message:
+        result.hidden.add(result.proxy(node))
+    if marked or tick:
+        if element is None:
+            element = result.proxy(node)
+        if marked and shown:
+            result.marked.append(element)
+        if tick:
+            result.ticking.add(element)
+    if (message or named) and shown:
+        if element is None:
+            element = result.proxy(node)
+        if message:
+            result.messages.append(element)
+        if named:
+            result._referenced.append(element)
+        skip = True
+        frame.in_message = True
+    # The page text: ``body`` is the first block; text inside the rest joins its block.
+    cdef xmlNode* outer = parent.outer
+    if node is body:
+        frame.outer = body
+        return frame
+    if outer is NULL:
+        return frame
+    if skip or hides or tag in rules.not_content:
+        pass
+    elif tick:
+        result.add(outer if tag in rules.inline_tags else node, rules.background_text)
+    else:
+        frame.outer = outer if tag in rules.inline_tags else node
+        text = cetree.textOf(node)
+        if text:
+            result.add(frame.outer, text)
+    tail = cetree.tailOf(node)
+    if tail:
+        result.add(outer, tail)
+    return frame

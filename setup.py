@@ -1,0 +1,18 @@
+"""The compiled part of veriloop: the skeleton's page walk (everything else is in pyproject.toml)."""
+
+import lxml
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=cythonize(
+        [
+            Extension(
+                "veriloop.engines.skeleton_walk",
+                ["engines/skeleton_walk.pyx"],
+                include_dirs=lxml.get_include(),  # lxml's public C API and libxml2's headers
+            )
+        ],
+        language_level=3,
+    )
+)
