@@ -260,23 +260,6 @@ _KEEP_CHARS = {
 }
 
 
-_SHOWN_TEXT = etree.XPath(".//text()[not(ancestor::script or ancestor::style)]")
-
-
-def _text(el: etree._Element, limit: int) -> str:
-    if len(el):
-        if next(el.iter("script", "style"), None) is None:
-            raw = etree.tostring(el, method="text", encoding=str, with_tail=False)
-        else:  # rare: a widget with its own script; script text is not shown
-            raw = "".join(_SHOWN_TEXT(el))
-    else:
-        raw = el.text
-        if not raw:
-            return ""
-    # Bounded before collapsing so a huge contenteditable costs no more than a button.
-    return " ".join(raw[: limit * 40].split())[:limit]
-
-
 def _element(
     el: etree._Element, tag: str, items: list[tuple[str, str]]
 ) -> tuple[str | None, dict[str, Any]] | None:
@@ -315,7 +298,7 @@ def _element(
     elif tag == "select":
         _describe_select(el, desc)
     else:
-        text = _text(el, TEXT_CHARS)
+        text = skeleton_walk.element_text(el, TEXT_CHARS)
         if text:
             desc["text"] = text
     if label is not None and "text" not in desc:
@@ -328,7 +311,7 @@ def _describe_select(el: etree._Element, desc: dict[str, Any]) -> None:
     options = _SELECTED_OPTION(el) or _FIRST_OPTION(el)
     if not options:
         return
-    text = _text(options[0], TEXT_CHARS)
+    text = skeleton_walk.element_text(options[0], TEXT_CHARS)
     if text:
         desc["text"] = text
     if "value" not in desc:

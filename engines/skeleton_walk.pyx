@@ -304,3 +304,34 @@ cdef Frame _visit(Walk result, Rules rules, references, xmlNode* node, Frame* pa
     if tail:
         result.add(outer, tail)
     return frame
+
+
+cdef inline bint _is_script(xmlNode* node):
+    return node.ns is NULL and (
+        strcmp(<const char*>node.name, b"script") == 0 or strcmp(<const char*>node.name, b"style") == 0
+    )
+
+
+def element_text(cetree._Element element, Py_ssize_t limit):
+    """The text an element shows (script and style text is not shown), whitespace collapsed, at
+    most ``limit`` characters; only its first ``40 * limit`` characters are read, so a huge
+    contenteditable costs no more than a button."""
+    cdef xmlNode* top = element._c_node
+    if _is_script(top):
+        return ""
+    cdef Py_ssize_t budget = 40 * limit, have = 0
+    pieces = []
+    cdef xmlNode* node = top.children
+    while node is not NULL and have < budget:
+        if node.type == tree.XML_TEXT_NODE or node.type == tree.XML_CDATA_SECTION_NODE:
+            if node.content is not NULL:
+                piece = cetree.pyunicode(node.content)
+                pieces.append(piece)
+                have += len(piece)
+        elif node.type == tree.XML_ELEMENT_NODE and node.children is not NULL and not _is_script(node):
+            node = node.children
+            continue
+        while node is not top and node.next is NULL:
+            node = node.parent
+        node = NULL if node is top else node.next
+    return " ".join("".join(pieces)[:budget].split())[:limit]
