@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from cachetools import LRUCache, cached
 from lxml import etree
 
+from veriloop.engines import skeleton_walk
 from veriloop.engines.skeleton import parse_html
 from veriloop.schemas.page_contract import ELEMENT_ID_ATTR, HIDDEN_ATTR
 
@@ -36,14 +37,15 @@ _KEPT_ATTRS = frozenset(
         "aria-checked",
     }
 )
+_KEPT_NAMES = tuple(name.encode() for name in sorted(_KEPT_ATTRS))
+"""The same names as the compiled pass compares them. A kept value is squashed when it has a
+newline or tab (page text could start a fake prompt line with it), a run of spaces, or a
+character lxml cannot write."""
 _MAX_ANCHORS = 4
 _SPACES = re.compile(r"\s+")
 # Characters lxml parses (a page can carry them as text or as &#xFFFF;) but refuses to write back:
 # XML 1.0 forbids them.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-# An attribute value that needs squashing: a newline or tab (page text could start a fake prompt
-# line with it), a run of spaces, or a character lxml cannot write.
-_UNSQUASHED_VALUE = re.compile(r"[\x00-\x1f\ufffe\uffff]|  ")
 _WORD = re.compile(r"[a-z0-9]{3,}")
 _STOPWORDS = frozenset(
     "the and then with for from into onto that this click enter type select open page field button "
@@ -138,14 +140,8 @@ def compact_page(html: str | bytes) -> CompactPage:
         element.tag = _DROPPED
     # Subtrees go, their tail text stays (the root itself is never removed).
     etree.strip_elements(root, _DROPPED, *_NOISE_TAGS, with_tail=False)
-    for element in root.iter(etree.Element):
-        for attr, value in list(element.attrib.items()):
-            if attr not in _KEPT_ATTRS:
-                del element.attrib[attr]
-            elif _UNSQUASHED_VALUE.search(value):
-                element.attrib[attr] = _squash(value) or ""
-        element.text = _squash(element.text)
-        element.tail = _squash(element.tail)
+    # Attributes and text in one compiled pass (in Python it cost more than the parse).
+    skeleton_walk.compact_tree(root, _KEPT_NAMES, _squash)
     body = root.find("body")
     compact = etree.tostring(body if body is not None else root, encoding="unicode", method="html")
     return CompactPage(compact.strip(), ids, len(html))

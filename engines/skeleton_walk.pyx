@@ -335,3 +335,71 @@ def element_text(cetree._Element element, Py_ssize_t limit):
             node = node.parent
         node = NULL if node is top else node.next
     return " ".join("".join(pieces)[:budget].split())[:limit]
+
+
+cdef bint _needs_squash(xmlAttr* attr):
+    """The value has a control character, U+FFFE/U+FFFF or a run of two spaces (or is not one
+    text node: the caller reads it in Python then)."""
+    cdef xmlNode* value = attr.children
+    if value is NULL:
+        return False
+    if value.next is not NULL or value.type != tree.XML_TEXT_NODE or value.content is NULL:
+        return True
+    cdef const unsigned char* c = value.content
+    while c[0] != 0:
+        if c[0] < 0x20 or (c[0] == 0x20 and c[1] == 0x20):
+            return True
+        if c[0] == 0xEF and c[1] == 0xBF and (c[2] == 0xBE or c[2] == 0xBF):
+            return True
+        c += 1
+    return False
+
+
+def compact_tree(cetree._Element root, tuple kept, squash):
+    """In place, for the prompts' compact page: every element of ``root`` keeps only the
+    attributes named in ``kept`` (bytes), a value that needs it squashed, and its text and tail
+    squashed (``squash``: None for blank text)."""
+    cdef xmlNode* top = root._c_node
+    cdef xmlNode* node = top
+    cdef xmlNode* child
+    cdef xmlAttr* attr
+    cdef xmlAttr* following
+    cdef Py_ssize_t i, count = len(kept)
+    cdef bint keep
+    while node is not NULL:
+        attr = node.properties
+        while attr is not NULL:
+            following = attr.next
+            keep = False
+            if attr.ns is NULL:
+                for i in range(count):
+                    if strcmp(<const char*>attr.name, <bytes>kept[i]) == 0:
+                        keep = True
+                        break
+            if not keep:
+                cetree.delAttributeFromNsName(
+                    node, attr.ns.href if attr.ns is not NULL else NULL, attr.name
+                )
+            elif _needs_squash(attr):
+                value = squash(cetree.attributeValue(node, attr)) or ""
+                name = cetree.pyunicode(attr.name)
+                cetree.setAttributeValue(cetree.elementFactory(root._doc, node), name, value)
+            attr = following
+        text = cetree.textOf(node)
+        if text is not None:
+            squashed = squash(text)
+            if squashed != text:
+                cetree.setNodeText(node, squashed)
+        tail = cetree.tailOf(node)
+        if tail is not None:
+            squashed = squash(tail)
+            if squashed != tail:
+                cetree.setTailText(node, squashed)
+        # The next element in document order, without leaving ``top``.
+        child = _element_from(node.children)
+        if child is not NULL:
+            node = child
+            continue
+        while node is not top and _element_from(node.next) is NULL:
+            node = node.parent
+        node = NULL if node is top else _element_from(node.next)
