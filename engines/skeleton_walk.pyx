@@ -36,6 +36,16 @@ cdef inline xmlNode* _element_from(xmlNode* node):
     return node
 
 
+cdef xmlNode* _next_element(xmlNode* node, xmlNode* top):
+    """The element after ``node`` in document order, without leaving ``top`` (NULL at the end)."""
+    cdef xmlNode* child = _element_from(node.children)
+    if child is not NULL:
+        return child
+    while node is not top and _element_from(node.next) is NULL:
+        node = node.parent
+    return NULL if node is top else _element_from(node.next)
+
+
 cdef inline bint _named(xmlAttr* attr, const char* name):
     return attr.ns is NULL and strcmp(<const char*>attr.name, name) == 0
 
@@ -141,14 +151,7 @@ cdef set _references(xmlNode* top, tuple names):
                 if _named(attr, <bytes>names[i]):
                     found.update(cetree.attributeValue(node, attr).split())
             attr = attr.next
-        # The next element in document order, without leaving ``top``.
-        child = _element_from(node.children)
-        if child is not NULL:
-            node = child
-            continue
-        while node is not top and _element_from(node.next) is NULL:
-            node = node.parent
-        node = NULL if node is top else _element_from(node.next)
+        node = _next_element(node, top)
     return found
 
 
@@ -361,7 +364,6 @@ def compact_tree(cetree._Element root, tuple kept, squash):
     squashed (``squash``: None for blank text)."""
     cdef xmlNode* top = root._c_node
     cdef xmlNode* node = top
-    cdef xmlNode* child
     cdef xmlAttr* attr
     cdef xmlAttr* following
     cdef Py_ssize_t i, count = len(kept)
@@ -395,11 +397,4 @@ def compact_tree(cetree._Element root, tuple kept, squash):
             squashed = squash(tail)
             if squashed != tail:
                 cetree.setTailText(node, squashed)
-        # The next element in document order, without leaving ``top``.
-        child = _element_from(node.children)
-        if child is not NULL:
-            node = child
-            continue
-        while node is not top and _element_from(node.next) is NULL:
-            node = node.parent
-        node = NULL if node is top else _element_from(node.next)
+        node = _next_element(node, top)
