@@ -9,7 +9,8 @@ Schema set-up runs on every start (idempotent).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ import psycopg
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from langgraph.store.base import BaseStore
+from langgraph.store.base import BaseStore, Op, Result
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from langgraph.store.sqlite.aio import AsyncSqliteStore
 from psycopg import AsyncConnection
@@ -43,6 +44,34 @@ HEAD_SQL = (
     "ORDER BY checkpoint_id DESC LIMIT 1"
 )
 """The id of a thread's latest checkpoint, chosen as both checkpointers choose it, without loading it."""
+
+
+SQLITE_SNAPSHOT_RETRIES = 8
+"""How often a store batch is run again after SQLite refused its write at once (see below)."""
+
+
+class SqliteStore(AsyncSqliteStore):
+    """LangGraph's SQLite store, running a batch again when its write was refused at once.
+
+    A batch reads, then writes, in one deferred transaction. In WAL mode, when the checkpointer's
+    connection committed in between, SQLite refuses the write at once with "database is locked"
+    (``SQLITE_BUSY_SNAPSHOT``: waiting could not help, so the busy timeout does not apply). The
+    fuzz run hit it as a 500 on ``POST /api/plans``, and a plan run could not record its end. A
+    batch's reads and upserts can run again: it is retried, after a short pause, with a fresh
+    snapshot.
+    """
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = list(ops)
+        attempt = 0
+        while True:
+            try:
+                return await super().abatch(ops)
+            except sqlite3.OperationalError as exc:
+                attempt += 1
+                if "database is locked" not in str(exc) or attempt == SQLITE_SNAPSHOT_RETRIES:
+                    raise
+            await asyncio.sleep(0.005 * 2**attempt)
 
 
 @dataclass(frozen=True)
@@ -71,7 +100,7 @@ async def _sqlite(settings: Settings) -> AsyncIterator[Persistence]:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     async with (
         AsyncSqliteSaver.from_conn_string(path) as saver,
-        AsyncSqliteStore.from_conn_string(path) as store,
+        SqliteStore.from_conn_string(path) as store,
     ):
         await saver.setup()
         await store.setup()
