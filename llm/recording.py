@@ -40,6 +40,8 @@ class Exchange:
     """The answer parsed as JSON without leniency (no raw control characters); None when not a 200."""
     problem: str | None = None
     """Why the answer is not valid, or the error body of a non-200 answer (first 300 characters)."""
+    truncated: bool = False
+    """The model stopped at its token limit (``finish_reason`` ``length``): an answer cut short."""
 
 
 class RecordingProxy:
@@ -97,7 +99,9 @@ def judge(
     if status != 200:
         return Exchange(purpose, dialect, status, None, None, body[:300].decode(errors="replace"))
     try:
-        message = json.loads(body)["choices"][0]["message"]
+        choice = json.loads(body)["choices"][0]
+        message = choice["message"]
+        truncated = choice.get("finish_reason") == "length"
         if dialect == "tool_call":
             text = message["tool_calls"][0]["function"]["arguments"]
         else:
@@ -116,8 +120,10 @@ def judge(
             jsonschema.validate(value, schema)
     except (ValueError, jsonschema.ValidationError) as exc:
         problem = str(exc).splitlines()[0][:200]
-        return Exchange(purpose, dialect, status, False, strict, f"{problem}: {text[:100]!r}")
-    return Exchange(purpose, dialect, status, True, strict)
+        return Exchange(
+            purpose, dialect, status, False, strict, f"{problem}: {text[:100]!r}", truncated
+        )
+    return Exchange(purpose, dialect, status, True, strict, None, truncated)
 
 
 def _requested_schema(request: dict[str, Any], dialect: Dialect | None) -> dict[str, Any] | None:

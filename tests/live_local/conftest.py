@@ -150,7 +150,10 @@ class Plumbing:
         rest = [e for e in exchanges[1:] if e.dialect is not None]
         assert rest and all(e.dialect == "json_object_schema" for e in rest), rest
         assert all(e.status == 200 for e in rest), [e for e in rest if e.status != 200]
-        invalid = [e for e in rest if not e.valid]
+        # A grammar-constrained answer is invalid only when cut short: a 135M model sometimes
+        # rambles inside a string until it runs out of context. The agent counts that answer as
+        # unusable (the run's other checks hold); anything else invalid is a plumbing failure.
+        invalid = [e for e in rest if not e.valid and not e.truncated]
         assert not invalid, invalid
 
 
