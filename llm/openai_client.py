@@ -118,8 +118,10 @@ class OpenAIStructuredLLM:
         # context), against a few ms for a loopback request, and loses keep-alive; per loop pays
         # that once per loop. Each loop's client is closed on that loop when it shuts down (an async
         # generator the loop finalises in shutdown_asyncgens, as asyncio.run and anyio do), so no
-        # socket outlives its loop; it is our own httpx client, not the SDK's wrapper whose __del__
+        # socket outlives its loop; it is our own HTTP client, not the SDK's wrapper whose __del__
         # would schedule the close of a dead loop's sockets on whatever loop is running at GC time.
+        # The SDK's aiohttp backend, not httpx's pool: with a hundred calls in flight httpx checked
+        # every pooled socket on each request, and a call cost twice the CPU (docs/service.md).
         # Weak keys plus dropping closed loops on lookup keep the map from growing.
         self._async_clients: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, tuple[AsyncOpenAI, AsyncGenerator[None, None]]
@@ -289,8 +291,7 @@ class OpenAIStructuredLLM:
                 del self._async_clients[dead]
             settings = self._async_settings
             client = AsyncOpenAI(
-                **settings,
-                http_client=openai.DefaultAsyncHttpxClient(timeout=settings["timeout"]),
+                **settings, http_client=openai.DefaultAioHttpClient(timeout=settings["timeout"])
             )
             closer = _close_at_loop_shutdown(client)
             self._async_clients[loop] = (client, closer)

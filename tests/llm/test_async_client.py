@@ -8,6 +8,7 @@ import math
 import threading
 import time
 
+import openai
 import pytest
 
 from veriloop.context import Context
@@ -163,6 +164,8 @@ def test_one_cached_client_serves_several_event_loops(scripted_model: ScriptedMo
         same = await client._async_client()
         await client.astructured("verification", MESSAGES, SemanticVerdict)
         assert await client._async_client() is same  # one AsyncOpenAI per loop, reused within it
+        # aiohttp, not httpx's pool (which checks every pooled socket per request under load)
+        assert isinstance(same._client, openai.DefaultAioHttpClient)
         return first.value, same
 
     first_value, first_client = asyncio.run(twice())
