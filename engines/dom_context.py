@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable
+from contextlib import suppress
 from dataclasses import dataclass
 
 from cachetools import LRUCache, cached
@@ -132,9 +133,25 @@ def _cached_bytes(entry: CompactPage) -> int:
 def compact_page(html: str | bytes) -> CompactPage:
     """Parse ``html`` once into its compact form and element ids."""
     # The engine's one parser: any charset, XML declarations, NUL bytes; comments and PIs already gone.
-    root = parse_html(html)
+    return _compact(parse_html(html), len(html))
+
+
+def keep_compact_page(html: str | bytes, root: etree._Element | None) -> None:
+    """Cache the compact form of ``html`` from ``root``, the tree it already parsed into (as
+    :func:`~veriloop.engines.skeleton.parse_html` does), so :func:`compact_page` will not parse it
+    again. ``root`` is changed in place: pass a tree nothing reads afterwards."""
+    with compact_page.cache_lock:
+        if html in compact_page.cache:
+            return
+    page = _compact(root, len(html))
+    with compact_page.cache_lock:
+        with suppress(ValueError):  # larger than the whole budget: not kept, as compact_page does
+            compact_page.cache[html] = page
+
+
+def _compact(root: etree._Element | None, source_chars: int) -> CompactPage:
     if root is None:
-        return CompactPage("", frozenset(), len(html))
+        return CompactPage("", frozenset(), source_chars)
     ids = frozenset(int(v) for v in root.xpath(f"//@{ELEMENT_ID_ATTR}") if v.strip().isdigit())
     for element in root.xpath(f"//*[@{HIDDEN_ATTR}='1']"):
         element.tag = _DROPPED
@@ -144,7 +161,7 @@ def compact_page(html: str | bytes) -> CompactPage:
     skeleton_walk.compact_tree(root, _KEPT_NAMES, _squash)
     body = root.find("body")
     compact = etree.tostring(body if body is not None else root, encoding="unicode", method="html")
-    return CompactPage(compact.strip(), ids, len(html))
+    return CompactPage(compact.strip(), ids, source_chars)
 
 
 def _squash(text: str | None) -> str | None:

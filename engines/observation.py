@@ -10,6 +10,7 @@ import hashlib
 import logging
 from dataclasses import dataclass
 
+from veriloop.engines.dom_context import keep_compact_page
 from veriloop.engines.skeleton import (
     carry_background,
     describe_element,
@@ -55,12 +56,15 @@ def capture_page_state(
     dom: str | bytes | None,
     active_element: str | None = None,
     background_from: dict | None = None,
+    *,
+    keep_compact: bool = False,
 ) -> BeforeState:
     """The page as an action is chosen on it: URL, DOM hash and skeleton from one parse.
 
     ``background_from``: the skeleton of the previous page; the elements it knew as background
     stay background here. ``semantic_skeleton`` is None when extraction failed; verification then
-    compares hashes only.
+    compares hashes only. ``keep_compact``: also cache the page's compact form for the next
+    prompt from the same parse (:func:`~veriloop.engines.dom_context.keep_compact_page`).
     """
     data = to_utf8(dom)
     try:
@@ -74,6 +78,9 @@ def capture_page_state(
             "semantic skeleton extraction failed; keeping url and dom hash only", exc_info=True
         )
         skeleton = None
+    else:
+        if keep_compact and dom is not None:
+            keep_compact_page(dom, root)  # the tree's last reader: compacting changes it
     return BeforeState(
         url=url, dom_hash=_hash(data), active_element=active_element, semantic_skeleton=skeleton
     )
@@ -165,15 +172,22 @@ def build_observation_list(
     client_observations: ClientObservations | None = None,
     current_active_element: str | None = None,
     action: Action | str | None = None,
+    *,
+    keep_compact: bool = False,
 ) -> ObservationList:
     """Compare the page now with ``before_state``: URL, skeleton diff (hash fallback), focus, client witness.
 
     ``action`` (the one being verified, object or protocol text) names the element it targeted: a
     background change of that element is its effect, not noise, and a click that moved focus onto
-    its element is a change (see :func:`_focus_taken`).
+    its element is a change (see :func:`_focus_taken`). ``keep_compact``: as in
+    :func:`capture_page_state`, for the page now.
     """
     now = capture_page_state(
-        current_url, current_dom, current_active_element, before_state.semantic_skeleton
+        current_url,
+        current_dom,
+        current_active_element,
+        before_state.semantic_skeleton,
+        keep_compact=keep_compact,
     )
     url_changed = before_state.url != current_url
     observations = [

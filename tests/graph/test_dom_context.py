@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from veriloop.engines.dom_context import build_dom_context, hint_words, page_element_ids
 
 
@@ -109,3 +111,31 @@ def test_the_page_cache_is_bounded_by_the_size_of_its_pages_not_by_their_count()
     # An entry costs its page (the key it keeps alive) and its compact form.
     assert cache.getsizeof(entry) >= len(page) + len(entry.html)
     assert cache.currsize <= PAGE_CACHE_BYTES
+
+
+@pytest.mark.anyio
+async def test_a_verified_page_is_parsed_once_for_its_verdict_and_the_next_prompt(monkeypatch):
+    # The observation's parse also gives the compact page the next action's prompt reads.
+    from veriloop.engines import dom_context, observation
+    from veriloop.engines.verification import observe_action
+
+    before_page, after_page = _big_page(rows=30), _big_page(rows=31)
+    before = observation.capture_page_state("http://app.test/", before_page)
+    parses = []
+    for module, name in ((observation, "parse_utf8"), (dom_context, "parse_html")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda page, real=real: parses.append(1) or real(page))
+
+    observed = await observe_action(
+        action="click(4)",
+        step_index=0,
+        before_state=before,
+        current_dom=after_page,
+        current_url="http://app.test/",
+    )
+    page = dom_context.compact_page(after_page)
+
+    assert observed.facts.meaningful_content_change
+    assert len(parses) == 1
+    assert page == dom_context.compact_page.__wrapped__(after_page)  # what a parse of its own gives
+    assert 130 in page.element_ids and "Hidden delete" not in page.html  # the new row; no hidden one
