@@ -42,6 +42,7 @@ _KEPT_NAMES = tuple(name.encode() for name in sorted(_KEPT_ATTRS))
 """The same names as the compiled pass compares them. A kept value is squashed when it has a
 newline or tab (page text could start a fake prompt line with it), a run of spaces, or a
 character lxml cannot write."""
+_ID_NAME, _HIDDEN_NAME = ELEMENT_ID_ATTR.encode(), HIDDEN_ATTR.encode()
 _MAX_ANCHORS = 4
 _SPACES = re.compile(r"\s+")
 # Characters lxml parses (a page can carry them as text or as &#xFFFF;) but refuses to write back:
@@ -152,8 +153,9 @@ def keep_compact_page(html: str | bytes, root: etree._Element | None) -> None:
 def _compact(root: etree._Element | None, source_chars: int) -> CompactPage:
     if root is None:
         return CompactPage("", frozenset(), source_chars)
-    ids = frozenset(int(v) for v in root.xpath(f"//@{ELEMENT_ID_ATTR}") if v.strip().isdigit())
-    for element in root.xpath(f"//*[@{HIDDEN_ATTR}='1']"):
+    numbers, hidden = skeleton_walk.page_marks(root, _ID_NAME, _HIDDEN_NAME)
+    ids = frozenset(int(v) for v in numbers if v.strip().isdigit())
+    for element in hidden:
         element.tag = _DROPPED
     # Subtrees go, their tail text stays (the root itself is never removed).
     etree.strip_elements(root, _DROPPED, *_NOISE_TAGS, with_tail=False)

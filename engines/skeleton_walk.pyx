@@ -358,6 +358,40 @@ cdef bint _needs_squash(xmlAttr* attr):
     return False
 
 
+cdef enum TextKind:
+    NO_TEXT, BLANK, PLAIN, OTHER
+
+
+cdef TextKind _text_kind(xmlNode* node):
+    """What ``squash`` would make of the text starting at ``node`` (an element's text or tail),
+    read from its bytes: BLANK (ASCII whitespace only: None), PLAIN (printable ASCII without a run
+    of spaces: itself) or OTHER (anything else, or text in several nodes: ask ``squash``)."""
+    if node is NULL or node.type != tree.XML_TEXT_NODE:
+        return OTHER if node is not NULL and node.type == tree.XML_CDATA_SECTION_NODE else NO_TEXT
+    if node.content is NULL or node.content[0] == 0 or (
+        node.next is not NULL
+        and (node.next.type == tree.XML_TEXT_NODE or node.next.type == tree.XML_CDATA_SECTION_NODE)
+    ):
+        return OTHER
+    cdef const unsigned char* c = node.content
+    cdef bint blank = True, plain = True
+    while c[0] != 0:
+        # Python's str.isspace() in ASCII: space, \t-\r and \x1c-\x1f; re's \s is the same set.
+        if c[0] == 0x20:
+            if c[1] == 0x20:
+                plain = False
+        elif (0x09 <= c[0] <= 0x0D) or (0x1C <= c[0] <= 0x1F):
+            plain = False
+        elif c[0] < 0x20 or c[0] >= 0x80:
+            return OTHER
+        else:
+            blank = False
+        c += 1
+    if blank:
+        return BLANK
+    return PLAIN if plain else OTHER
+
+
 def compact_tree(cetree._Element root, tuple kept, squash):
     """In place, for the prompts' compact page: every element of ``root`` keeps only the
     attributes named in ``kept`` (bytes), a value that needs it squashed, and its text and tail
@@ -368,6 +402,7 @@ def compact_tree(cetree._Element root, tuple kept, squash):
     cdef xmlAttr* following
     cdef Py_ssize_t i, count = len(kept)
     cdef bint keep
+    cdef TextKind kind
     while node is not NULL:
         attr = node.properties
         while attr is not NULL:
@@ -387,14 +422,46 @@ def compact_tree(cetree._Element root, tuple kept, squash):
                 name = cetree.pyunicode(attr.name)
                 cetree.setAttributeValue(cetree.elementFactory(root._doc, node), name, value)
             attr = following
-        text = cetree.textOf(node)
-        if text is not None:
+        # Most text needs no Python: blank text goes, plain ASCII text stays as it is.
+        kind = _text_kind(node.children)
+        if kind == BLANK:
+            cetree.setNodeText(node, None)
+        elif kind == OTHER:
+            text = cetree.textOf(node)
             squashed = squash(text)
             if squashed != text:
                 cetree.setNodeText(node, squashed)
-        tail = cetree.tailOf(node)
-        if tail is not None:
+        kind = _text_kind(node.next)
+        if kind == BLANK:
+            cetree.setTailText(node, None)
+        elif kind == OTHER:
+            tail = cetree.tailOf(node)
             squashed = squash(tail)
             if squashed != tail:
                 cetree.setTailText(node, squashed)
         node = _next_element(node, top)
+
+
+def page_marks(cetree._Element root, bytes number_attr, bytes hidden_attr):
+    """The values of ``number_attr`` in ``root``'s document, and the elements there whose
+    ``hidden_attr`` is "1", in document order: what ``//@number`` and ``//*[@hidden='1']`` find,
+    in one pass instead of two XPath scans. Like them it reads every top-level element: libxml2
+    makes a second ``<html>`` of a raw page a sibling of the first."""
+    cdef xmlNode* top = _element_from(root._c_node.doc.children)
+    cdef xmlNode* node
+    cdef xmlAttr* attr
+    numbers = []
+    hidden = []
+    while top is not NULL:
+        node = top
+        while node is not NULL:
+            attr = node.properties
+            while attr is not NULL:
+                if _named(attr, number_attr):
+                    numbers.append(cetree.attributeValue(node, attr))
+                elif _named(attr, hidden_attr) and cetree.attributeValue(node, attr) == "1":
+                    hidden.append(cetree.elementFactory(root._doc, node))
+                attr = attr.next
+            node = _next_element(node, top)
+        top = _element_from(top.next)
+    return numbers, hidden

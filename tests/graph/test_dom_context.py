@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from veriloop.engines.dom_context import build_dom_context, hint_words, page_element_ids
+from veriloop.engines.dom_context import (
+    build_dom_context,
+    compact_page,
+    hint_words,
+    page_element_ids,
+)
 
 
 def _big_page(rows: int = 400) -> str:
@@ -85,6 +90,27 @@ def test_control_characters_are_dropped_not_raised():
     context = build_dom_context(html)
     assert "Patients" in context and "Save" in context
     assert not any(ch in context for ch in "\x00\x01\x18")
+
+
+def test_page_text_is_squashed_whatever_its_characters():
+    # Blank text goes and plain ASCII stays without Python; the rest is squashed by the same rule.
+    html = (
+        "<html><body><p>  a \t b\u00a0c </p>\n  <p>plain text</p><div>\x0b</div>x\x1c</body></html>"
+    )
+    page = compact_page(html)
+    assert page.html == "<body><p> a b c </p><p>plain text</p><div></div>x</body>"
+
+
+def test_element_ids_are_read_from_every_top_level_element():
+    # libxml2 makes the second <html> of a raw page a sibling of the first; its ids are still ids.
+    html = (
+        '<html><body><a data-veriloop-id="1">a</a><p data-veriloop-hidden="1">'
+        '<a data-veriloop-id="3">gone</a></p></body></html>'
+        '<html><body><a data-veriloop-id="2">b</a></body></html>'
+    )
+    page = compact_page(html)
+    assert page.element_ids == {1, 2, 3}
+    assert "gone" not in page.html
 
 
 def test_many_tasks_pages_stay_parsed_between_their_nodes(monkeypatch):
