@@ -232,10 +232,6 @@ def parse_html(html: str | bytes | None) -> etree._Element | None:
 # element's attributes once and does all the work of the page: hidden subtrees, interactive
 # candidates, messages, marks and page text.
 
-_SELECTED_OPTION = etree.XPath("(.//option[@selected])[1]")
-_FIRST_OPTION = etree.XPath(
-    "(.//option)[1]"
-)  # what a browser shows when no option is marked selected
 _LABELS = ("aria-label", "title", "placeholder", "alt")
 
 # What each attribute of an interactive element means for its descriptor.
@@ -308,16 +304,28 @@ def _element(
 
 def _describe_select(el: etree._Element, desc: dict[str, Any]) -> None:
     """A select shows its selected option: that option's text, and its value unless the snapshot wrote one."""
-    options = _SELECTED_OPTION(el) or _FIRST_OPTION(el)
-    if not options:
+    option = _shown_option(el)
+    if option is None:
         return
-    text = skeleton_walk.element_text(options[0], TEXT_CHARS)
+    text = skeleton_walk.element_text(option, TEXT_CHARS)
     if text:
         desc["text"] = text
     if "value" not in desc:
-        value = (options[0].get("value") or text)[:VALUE_CHARS]
+        value = (option.get("value") or text)[:VALUE_CHARS]
         if value:
             desc["value"] = value
+
+
+def _shown_option(select: etree._Element) -> etree._Element | None:
+    """The first option marked selected, else the first option (what a browser shows)."""
+    # A loop, not XPath: libxml2 evaluates ``(.//option[@selected])[1]`` slowly on long lists.
+    first = None
+    for option in select.iter("option"):
+        if option.get("selected") is not None:
+            return option
+        if first is None:
+            first = option
+    return first
 
 
 def _unique(key: str, taken: dict) -> str:
