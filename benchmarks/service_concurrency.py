@@ -16,7 +16,10 @@ alone, times the latency. A process that holds every task in flight finishes
 in about that time; one that queues tasks (behind a thread pool, or for the
 CPU) takes a multiple of it.
 
-    python -m benchmarks.service_concurrency [--latency 1.0] [--steps 5] [--quick] [--postgres-url URL]
+    python -m benchmarks.service_concurrency [--latency 1.0] [--steps 5] [--quick] [--workers N] [--postgres-url URL]
+
+``--workers N`` serves PostgreSQL with N worker processes (their CPU is summed); the targets
+are for one process.
 
 Last line: ``RESULT peak_inflight_ratio_100=<peak/100> wall_over_model_bound_100=<..>
 wall_over_model_bound_200=<..>`` (the worse of SQLite and PostgreSQL for each figure).
@@ -33,6 +36,7 @@ import uuid
 from dataclasses import dataclass
 
 import httpx
+import psutil
 import psycopg
 
 from benchmarks.service_overhead import ServiceProcess, answer, mid_size_page, observation
@@ -55,6 +59,9 @@ class Round:
     """CPU time the service process used in the round."""
     steps: int
     """Steps of every task."""
+    generator_cpu_s: float
+    """CPU time this process (the clients and the scripted model) used in the round: the share
+    of the machine the service did not have."""
 
     @property
     def model_bound_s(self) -> float:
@@ -67,13 +74,14 @@ class Round:
 
     def line(self) -> str:
         return (
-            f"{self.database:8s} {self.tasks:3d} tasks: wall {self.wall_s:6.2f} s, model bound "
+            f"{self.database:11s} {self.tasks:3d} tasks: wall {self.wall_s:6.2f} s, model bound "
             f"{self.model_bound_s:5.2f} s ({self.model_calls / self.tasks:.1f} calls/task, "
             f"{self.critical_path_calls} waits) -> "
             f"x{self.wall_over_model_bound:.2f}; peak in flight {self.peak_in_flight} "
             f"({self.peak_in_flight / self.tasks:.2f} per task); service CPU "
             f"{self.cpu_s * 1000 / (self.tasks * self.steps):.0f} ms per step, busy "
-            f"{self.cpu_s / self.wall_s:.0%} of the wall time"
+            f"{self.cpu_s / self.wall_s:.0%} of the wall time; load generator busy "
+            f"{self.generator_cpu_s / self.wall_s:.0%}"
         )
 
 
@@ -96,10 +104,16 @@ async def run_tasks(base_url: str, html: str, tasks: int, steps: int) -> float:
         return time.perf_counter() - started
 
 
+def _own_cpu_seconds() -> float:
+    times = psutil.Process().cpu_times()
+    return times.user + times.system
+
+
 def measure(
     database: str, url: str, model: ScriptedModelServer, html: str, sizes: list[int], args
 ) -> list[Round]:
-    service = ServiceProcess(url, model.base_url)
+    workers = args.workers if database == "postgres" else 1
+    service = ServiceProcess(url, model.base_url, workers)
     rounds = []
     model.on(ANY_PURPOSE, lambda request: Delay(args.latency, answer(request)))
     try:
@@ -111,10 +125,10 @@ def measure(
         for tasks in sizes:
             model.reset()
             model.on(ANY_PURPOSE, lambda request: Delay(args.latency, answer(request)))
-            cpu = service.cpu_seconds()
+            cpu, generator_cpu = service.cpu_seconds(), _own_cpu_seconds()
             wall = asyncio.run(run_tasks(service.url, html, tasks, args.steps))
             result = Round(
-                database,
+                database if workers == 1 else f"{database} x{workers}",
                 tasks,
                 wall,
                 model.calls(),
@@ -123,6 +137,7 @@ def measure(
                 waits,
                 service.cpu_seconds() - cpu,
                 args.steps,
+                _own_cpu_seconds() - generator_cpu,
             )
             print(result.line(), flush=True)
             rounds.append(result)
@@ -140,6 +155,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--databases", default="sqlite,postgres", help="comma-separated: sqlite, postgres"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes of the PostgreSQL service (SQLite serves one); the targets are for one",
     )
     parser.add_argument(
         "--postgres-url",

@@ -159,7 +159,7 @@ def free_port() -> int:
 class ServiceProcess:
     """``veriloop.server.main.serve`` in a subprocess, pointed at the scripted model."""
 
-    def __init__(self, database_url: str, model_url: str) -> None:
+    def __init__(self, database_url: str, model_url: str, workers: int = 1) -> None:
         self.port = free_port()
         env = {
             **os.environ,
@@ -168,7 +168,7 @@ class ServiceProcess:
             "LANGSMITH_TRACING": "false",
         }
         env.pop("VERILOOP_API_KEYS", None)
-        code = f"from veriloop.server.main import serve; serve('127.0.0.1', {self.port}, 1, {database_url!r})"
+        code = f"from veriloop.server.main import serve; serve('127.0.0.1', {self.port}, {workers}, {database_url!r})"
         self.process = subprocess.Popen(
             [sys.executable, "-c", code],
             env=env,
@@ -191,9 +191,11 @@ class ServiceProcess:
             time.sleep(0.1)
 
     def cpu_seconds(self) -> float:
-        """CPU time the service process has used so far (user and system)."""
-        times = psutil.Process(self.process.pid).cpu_times()
-        return times.user + times.system
+        """CPU time the service's processes (its workers too) have used so far, user and system."""
+        process = psutil.Process(self.process.pid)
+        return sum(
+            p.cpu_times().user + p.cpu_times().system for p in [process, *process.children()]
+        )
 
     def stop(self) -> None:
         self.process.terminate()
