@@ -21,6 +21,7 @@ from veriloop.llm import (
 )
 from veriloop.llm.pricing import DEFAULT_PRICES
 from veriloop.llm.scripted import (
+    Delay,
     Fail,
     RawBody,
     ScriptedModelServer,
@@ -125,6 +126,30 @@ async def test_astructured_503_is_unavailable_after_exactly_max_retries(
             "verification", MESSAGES, SemanticVerdict
         )
     assert scripted_model.calls("verification") == max_retries + 1
+
+
+# The async client runs over aiohttp: its timeouts and refused connections are outages too.
+@pytest.mark.anyio
+@pytest.mark.parametrize("max_retries", [0, 1])
+async def test_an_async_answer_slower_than_the_timeout_is_unavailable(
+    scripted_model: ScriptedModelServer, max_retries: int
+) -> None:
+    scripted_model.on("verification", lambda req: Delay(2.0, VERDICT))
+    with pytest.raises(LLMUnavailable, match="unreachable.*Timeout"):
+        await llm(llm_timeout_s=0.2, llm_max_retries=max_retries).astructured(
+            "verification", MESSAGES, SemanticVerdict
+        )
+    assert scripted_model.calls("verification") == max_retries + 1
+
+
+@pytest.mark.anyio
+async def test_an_unreachable_server_is_unavailable_to_async_calls(
+    scripted_model: ScriptedModelServer,
+) -> None:
+    client = llm(llm_max_retries=0)
+    scripted_model.stop()
+    with pytest.raises(LLMUnavailable, match="unreachable"):
+        await client.astructured("verification", MESSAGES, SemanticVerdict)
 
 
 @pytest.mark.anyio
