@@ -166,3 +166,22 @@ async def test_a_verified_page_is_parsed_once_for_its_verdict_and_the_next_promp
     assert page == dom_context.compact_page.__wrapped__(after_page)  # what a parse of its own gives
     assert 130 in page.element_ids  # the new row
     assert "Hidden delete" not in page.html
+
+
+def test_each_step_of_a_task_parses_its_page_once_after_the_first(
+    agent, jas, observe, verdict, monkeypatch
+):
+    # Through the graph: the verified page's parse also serves the lookahead's prompt.
+    from veriloop.engines import dom_context, observation
+
+    jas.script("verification", verdict(True, False, 0.9, "The new patient form opened."))
+    first = agent.step(observe("patients", query="Add a patient named Jas"))
+    parses = []
+    for module, name in ((observation, "parse_utf8"), (dom_context, "parse_html")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda page, real=real: parses.append(1) or real(page))
+
+    second = agent.step(observe("patient_form", task_id=first.task_id))
+
+    assert second.action == 'setValue(5, "Jas")' and second.verification.success
+    assert len(parses) == 1
