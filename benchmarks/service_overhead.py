@@ -191,10 +191,12 @@ class ServiceProcess:
             time.sleep(0.1)
 
     def cpu_seconds(self) -> float:
-        """CPU time the service's processes (its workers too) have used so far, user and system."""
+        """CPU time the service's processes (its workers and their page processes too) have used
+        so far, user and system."""
         process = psutil.Process(self.process.pid)
         return sum(
-            p.cpu_times().user + p.cpu_times().system for p in [process, *process.children()]
+            p.cpu_times().user + p.cpu_times().system
+            for p in [process, *process.children(recursive=True)]
         )
 
     def stop(self) -> None:

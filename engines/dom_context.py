@@ -122,6 +122,13 @@ def _cached_bytes(entry: CompactPage) -> int:
     return entry.source_chars + len(entry.html) + 64 * len(entry.element_ids)
 
 
+def read_compact_page(html: str | bytes) -> CompactPage:
+    """Parse ``html`` into its compact form and element ids (uncached: :func:`compact_page` keeps
+    what it reads; this one runs where nothing is kept, such as a page process)."""
+    # The engine's one parser: any charset, XML declarations, NUL bytes; comments and PIs already gone.
+    return compact_tree(parse_html(html), len(html))
+
+
 # A task's first step reads its page in planning, refinement and action generation, three nodes
 # apart; a later step in the lookahead and again after a failed verdict. Other tasks' nodes run in
 # between, so the cache is bounded by size, not by a count that concurrency would outrun (an
@@ -133,24 +140,27 @@ def _cached_bytes(entry: CompactPage) -> int:
 )
 def compact_page(html: str | bytes) -> CompactPage:
     """Parse ``html`` once into its compact form and element ids."""
-    # The engine's one parser: any charset, XML declarations, NUL bytes; comments and PIs already gone.
-    return _compact(parse_html(html), len(html))
+    return read_compact_page(html)
 
 
-def keep_compact_page(html: str | bytes, root: etree._Element | None) -> None:
-    """Cache the compact form of ``html`` from ``root``, the tree it already parsed into (as
-    :func:`~veriloop.engines.skeleton.parse_html` does), so :func:`compact_page` will not parse it
-    again. ``root`` is changed in place: pass a tree nothing reads afterwards."""
+def cached_compact_page(html: str | bytes) -> CompactPage | None:
+    """The compact form of ``html`` if :func:`compact_page` holds it, without parsing."""
     with compact_page.cache_lock:
-        if html in compact_page.cache:
-            return
-    page = _compact(root, len(html))
+        return compact_page.cache.get(html)
+
+
+def remember_compact_page(html: str | bytes, page: CompactPage) -> None:
+    """Keep ``page``, the compact form of ``html`` made elsewhere (from a tree already parsed, or
+    in a page process), so :func:`compact_page` will not parse ``html`` again."""
     with compact_page.cache_lock:
         with suppress(ValueError):  # larger than the whole budget: not kept, as compact_page does
-            compact_page.cache[html] = page
+            compact_page.cache.setdefault(html, page)
 
 
-def _compact(root: etree._Element | None, source_chars: int) -> CompactPage:
+def compact_tree(root: etree._Element | None, source_chars: int) -> CompactPage:
+    """The compact form of a page parsed into ``root`` (as :func:`~veriloop.engines.skeleton.parse_html`
+    does) from ``source_chars`` characters. ``root`` is changed in place: pass a tree nothing reads
+    afterwards."""
     if root is None:
         return CompactPage("", frozenset(), source_chars)
     numbers, hidden = skeleton_walk.page_marks(root, _ID_NAME, _HIDDEN_NAME)

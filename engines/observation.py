@@ -10,7 +10,7 @@ import hashlib
 import logging
 from dataclasses import dataclass
 
-from veriloop.engines.dom_context import keep_compact_page
+from veriloop.engines.dom_context import CompactPage, compact_tree
 from veriloop.engines.skeleton import (
     carry_background,
     describe_element,
@@ -56,17 +56,27 @@ def capture_page_state(
     dom: str | bytes | None,
     active_element: str | None = None,
     background_from: dict | None = None,
-    *,
-    keep_compact: bool = False,
 ) -> BeforeState:
     """The page as an action is chosen on it: URL, DOM hash and skeleton from one parse.
 
     ``background_from``: the skeleton of the previous page; the elements it knew as background
     stay background here. ``semantic_skeleton`` is None when extraction failed; verification then
-    compares hashes only. ``keep_compact``: also cache the page's compact form for the next
-    prompt from the same parse (:func:`~veriloop.engines.dom_context.keep_compact_page`).
+    compares hashes only.
     """
+    return _capture(url, dom, active_element, background_from, compact=False)[0]
+
+
+def _capture(
+    url: str,
+    dom: str | bytes | None,
+    active_element: str | None,
+    background_from: dict | None,
+    *,
+    compact: bool,
+) -> tuple[BeforeState, CompactPage | None]:
+    """:func:`capture_page_state`, and with ``compact`` the page's compact form from the same parse."""
     data = to_utf8(dom)
+    page = None
     try:
         root = parse_utf8(data)
         carry_background(root, background_from)
@@ -79,11 +89,12 @@ def capture_page_state(
         )
         skeleton = None
     else:
-        if keep_compact and dom is not None:
-            keep_compact_page(dom, root)  # the tree's last reader: compacting changes it
-    return BeforeState(
+        if compact and dom is not None:
+            page = compact_tree(root, len(dom))  # the tree's last reader: compacting changes it
+    state = BeforeState(
         url=url, dom_hash=_hash(data), active_element=active_element, semantic_skeleton=skeleton
     )
+    return state, page
 
 
 @dataclass
@@ -96,6 +107,8 @@ class ObservationList:
     client_saw_something: bool
     page_state: BeforeState
     """The current page as a ``before_state`` for the next action (the same parse)."""
+    compact_page: CompactPage | None = None
+    """The current page's compact form for the next prompt, from the same parse (``keep_compact``)."""
 
 
 def _content_observations(
@@ -179,15 +192,15 @@ def build_observation_list(
 
     ``action`` (the one being verified, object or protocol text) names the element it targeted: a
     background change of that element is its effect, not noise, and a click that moved focus onto
-    its element is a change (see :func:`_focus_taken`). ``keep_compact``: as in
-    :func:`capture_page_state`, for the page now.
+    its element is a change (see :func:`_focus_taken`). ``keep_compact``: also make the page's
+    compact form for the next prompt from the same parse (:attr:`ObservationList.compact_page`).
     """
-    now = capture_page_state(
+    now, page = _capture(
         current_url,
         current_dom,
         current_active_element,
         before_state.semantic_skeleton,
-        keep_compact=keep_compact,
+        compact=keep_compact,
     )
     url_changed = before_state.url != current_url
     observations = [
@@ -215,4 +228,5 @@ def build_observation_list(
         url_changed=url_changed,
         client_saw_something=bool(client_observations and client_observations.saw_something),
         page_state=now,
+        compact_page=page,
     )

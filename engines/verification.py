@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
+from typing import Any
 
 from veriloop.engines.completion import cites_changes
+from veriloop.engines.dom_context import remember_compact_page
 from veriloop.engines.log import (
     CLIENT_WITNESS_OVERRIDE,
     GROUNDED_VERDICT,
@@ -33,7 +34,7 @@ from veriloop.engines.log import (
     task_logger,
 )
 from veriloop.engines.loop import action_fingerprint
-from veriloop.engines.observation import build_observation_list
+from veriloop.engines.observation import ObservationList, build_observation_list
 from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError, Structured
 from veriloop.llm.search import SearchProvider, SearchResults, SearchUnavailable
 from veriloop.prompts.grounding import grounded_messages, render_results
@@ -115,6 +116,29 @@ class ActionObservation:
     """Fingerprint of (verified action, page it acted on)."""
 
 
+def observe_page(
+    before_state: BeforeState,
+    current_dom: str,
+    current_url: str,
+    client_observations: ClientObservations | None,
+    current_active_element: str | None,
+    action: str,
+) -> tuple[ObservationList, str]:
+    """The page work of :func:`observe_action` in one call, which may run in a page process: the
+    observation list (with the page's compact form for the next prompt) and the fingerprint of
+    ``action`` on the page it acted on."""
+    observed = build_observation_list(
+        before_state,
+        current_dom,
+        current_url,
+        client_observations,
+        current_active_element,
+        action,
+        keep_compact=True,
+    )
+    return observed, action_fingerprint(action, before_state)
+
+
 async def observe_action(
     *,
     action: str,
@@ -125,13 +149,19 @@ async def observe_action(
     client_observations: ClientObservations | None = None,
     current_active_element: str | None = None,
     seen_fingerprints: Sequence[str] = (),
+    offload: Callable[..., Awaitable[Any]] = asyncio.to_thread,
 ) -> ActionObservation:
-    """What changed after ``action`` (chosen on ``before_state``), and the no-change verdict; no model call."""
+    """What changed after ``action`` (chosen on ``before_state``), and the no-change verdict; no model call.
+
+    ``offload`` runs the page work off the event loop: a worker thread by default, the
+    service's page processes (:mod:`veriloop.page_processes`) when it has them.
+    """
     # Parse, skeleton and diff take ~40 ms on the corpus' slowest 1 MB page: off the event loop,
     # so other tasks' model calls are not held up behind it. The next action's prompt reads the
     # page's compact form from the same parse (a second parse was an eighth of a step's CPU).
-    observed = await asyncio.to_thread(
-        partial(build_observation_list, keep_compact=True),
+    # The page the action acted on fingerprints it: the same action there again is a repeat.
+    observed, fingerprint = await offload(
+        observe_page,
         before_state,
         current_dom,
         current_url,
@@ -139,8 +169,8 @@ async def observe_action(
         current_active_element,
         action,
     )
-    # The page the action acted on: the same action there again is a repeat, whatever happens next.
-    fingerprint = action_fingerprint(action, before_state)
+    if observed.compact_page is not None:
+        remember_compact_page(current_dom, observed.compact_page)
     facts = VerificationResult(
         step_index=step_index,
         success=False,

@@ -8,7 +8,7 @@ from veriloop.context import Context
 from veriloop.engines.lookahead import audit_ahead_allowed, lookahead_allowed
 from veriloop.engines.verification import observe_action
 from veriloop.graph.state import State
-from veriloop.nodes.support import plan_of
+from veriloop.nodes.support import offload, plan_of
 from veriloop.schemas.observation import BeforeState, ClientObservations
 from veriloop.schemas.records import ActionRecord
 
@@ -28,6 +28,7 @@ async def observation(state: State, runtime: Runtime[Context]) -> dict:
         client_observations=ClientObservations.model_validate(client) if client else None,
         current_active_element=state.get("active_element"),
         seen_fingerprints=state.get("action_fingerprints") or [],
+        offload=offload(ctx),
     )
     plan, step_index = plan_of(state), state.get("current_step_index", 0)
     ahead = ctx.lookahead and observed.no_change is None

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from veriloop.context import Context
+from veriloop.engines.dom_context import (
+    cached_compact_page,
+    read_compact_page,
+    remember_compact_page,
+)
 from veriloop.engines.log import TaskLogger, task_logger
 from veriloop.engines.observation import capture_page_state
 from veriloop.engines.step_context import StepContext
 from veriloop.graph.io import current_verification
 from veriloop.graph.state import State
+from veriloop.page_processes import Offload, offload_for
 from veriloop.prompts.progress import history_lines
 from veriloop.schemas.plan import Plan
 
@@ -20,13 +25,27 @@ def task_log(state: State, component: str) -> TaskLogger:
     return task_logger(state.get("task_id"), state.get("session_id"), component)
 
 
+def offload(ctx: Context) -> Offload:
+    """How this run's page work leaves the event loop: a worker thread, or the page processes."""
+    return offload_for(ctx.page_processes)
+
+
 def page_state(state: State) -> dict[str, Any]:
-    """BeforeState dump of the current observation: the one computed this run, else captured now
-    (a task's first page; async nodes call this in a worker thread, as the observation's capture runs)."""
-    return (
-        state.get("page_state")
-        or capture_page_state(state["url"], state["dom"], state.get("active_element")).model_dump()
+    """BeforeState dump of the current observation: the one computed this run, else captured now."""
+    return state.get("page_state") or _capture(
+        state["url"], state["dom"], state.get("active_element")
     )
+
+
+async def page_state_off_loop(state: State, ctx: Context) -> dict[str, Any]:
+    """:func:`page_state`, capturing a task's first page off the event loop, as the observation's is."""
+    return state.get("page_state") or await offload(ctx)(
+        _capture, state["url"], state["dom"], state.get("active_element")
+    )
+
+
+def _capture(url: str, dom: str, active_element: str | None) -> dict[str, Any]:
+    return capture_page_state(url, dom, active_element).model_dump()
 
 
 def plan_of(state: State) -> Plan | None:
@@ -37,8 +56,8 @@ def plan_of(state: State) -> Plan | None:
 
 async def step_context(state: State, ctx: Context, **changes: Any) -> StepContext:
     """Goal, page, this run's verdict and recent actions, for the step engines (``changes`` replace
-    fields). The page is parsed here in a worker thread: lxml releases the GIL while it parses, and
-    a large page parsed on the event loop would stall every other task's model calls."""
+    fields). The page is compacted here off the event loop, unless this run's observation already
+    did: a large page parsed on the event loop would stall every other task's model calls."""
     now = StepContext(
         **{
             "goal": state["goal"],
@@ -52,5 +71,6 @@ async def step_context(state: State, ctx: Context, **changes: Any) -> StepContex
             **changes,
         }
     )
-    await asyncio.to_thread(getattr, now, "page")  # cached on ``now`` for its engines
+    if cached_compact_page(now.dom) is None:  # ``now.page`` reads the cache
+        remember_compact_page(now.dom, await offload(ctx)(read_compact_page, now.dom))
     return now

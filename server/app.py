@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -18,9 +19,10 @@ from fastapi.responses import JSONResponse
 from langgraph.graph.state import CompiledStateGraph
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from veriloop.context import PlanContext
+from veriloop.context import Context, PlanContext
 from veriloop.graph.builder import build_graph
 from veriloop.llm.base import LLMUnavailable
+from veriloop.page_processes import shutdown_page_processes
 from veriloop.schemas.api import (
     ErrorBody,
     InteractRequest,
@@ -86,6 +88,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 persistence.head,
                 max_dom_bytes=settings.max_dom_bytes,
                 step_deadline_s=settings.step_deadline_s,
+                context=partial(Context, page_processes=settings.page_processes),
             )
             # Plan runs: the plan graph on the same checkpointer, store and locks; tools and
             # workspace from the environment (VERILOOP_TOOLS=module:attr, VERILOOP_WORKSPACE).
@@ -100,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 yield
             finally:
                 await app.state.plans.aclose()  # executing runs stop here and stay resumable
+                shutdown_page_processes()
 
     app = FastAPI(
         title="veriloop",

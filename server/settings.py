@@ -31,6 +31,8 @@ class Settings:
     """The longest one step's graph run may take (all its model calls and retries); past it, 503."""
     pg_pool_size: int = 8
     """PostgreSQL connections for checkpoints and the task index (per process)."""
+    page_processes: int = field(default_factory=lambda: default_page_processes(os.cpu_count()))
+    """Processes that parse, diff and compact pages beside each serving process (0: a thread)."""
 
     @property
     def is_postgres(self) -> bool:
@@ -62,7 +64,17 @@ class Settings:
             lock_timeout_s=float(env.get("VERILOOP_LOCK_TIMEOUT_S") or defaults.lock_timeout_s),
             step_deadline_s=float(env.get("VERILOOP_STEP_DEADLINE_S") or defaults.step_deadline_s),
             pg_pool_size=int(env.get("VERILOOP_PG_POOL_SIZE") or defaults.pg_pool_size),
+            page_processes=int(env.get("VERILOOP_PAGE_PROCESSES") or defaults.page_processes),
         )
+
+
+def default_page_processes(cpus: int | None) -> int:
+    """One page process when the machine has a second CPU for it, else none (a thread does the work).
+
+    One, not one per CPU: the serving process itself, busy with the graph, the model client and
+    HTTP, is what caps a step's throughput; one page process takes the page work off it.
+    """
+    return 1 if (cpus or 1) > 1 else 0
 
 
 def _path(value: str | None) -> Path | None:

@@ -129,6 +129,12 @@ class Context:
         default=8000,
         metadata={"description": "Size of the DOM window shown to refinement and action prompts."},
     )
+    page_processes: int = field(
+        default=0,
+        metadata={
+            "description": "Processes that parse, diff and compact pages beside the event loop (0: a thread of this process; the service uses one on a machine with more than one CPU)."
+        },
+    )
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -151,6 +157,10 @@ class Context:
         ):
             raise ValueError(
                 f"Context.reasoning_effort: {self.reasoning_effort!r} is not one of {get_args(ReasoningEffort)}"
+            )
+        if self.page_processes < 0:
+            raise ValueError(
+                f"Context.page_processes: must be 0 or more, got {self.page_processes}"
             )
         if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError(f"Context.max_tokens: must be at least 1, got {self.max_tokens}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from patient_pages import big_page
 
 from veriloop.engines.dom_context import (
     build_dom_context,
@@ -10,22 +11,6 @@ from veriloop.engines.dom_context import (
     hint_words,
     page_element_ids,
 )
-
-
-def _big_page(rows: int = 400) -> str:
-    body = "".join(
-        f'<tr><td>Patient {i}</td><td><a href="/patients/{i}" data-veriloop-id="{100 + i}">Open {i}</a></td></tr>'
-        for i in range(rows)
-    )
-    return (
-        "<html><head><script>var secret = 'do not show';</script><style>td{}</style></head><body>"
-        '<button data-veriloop-id="4" class="btn btn-primary" onclick="go()">New patient</button>'
-        f"<table>{body}</table>"
-        '<form><input id="name" data-veriloop-id="5" placeholder="Full name" style="x">'
-        '<button data-veriloop-id="7">Save record</button></form>'
-        '<div data-veriloop-hidden="1"><button data-veriloop-id="9">Hidden delete</button></div>'
-        "</body></html>"
-    )
 
 
 def test_small_page_is_shown_whole_but_compacted(page):
@@ -37,7 +22,7 @@ def test_small_page_is_shown_whole_but_compacted(page):
 
 
 def test_large_page_is_bounded_and_centred_on_focus_and_hints():
-    html = _big_page()
+    html = big_page()
     assert len(html) > 30_000
     context = build_dom_context(
         html, focus_ids=[250 + 100], hints=hint_words("Save the record"), max_chars=3000
@@ -51,7 +36,7 @@ def test_large_page_is_bounded_and_centred_on_focus_and_hints():
 
 
 def test_without_anchors_the_window_starts_at_the_top():
-    context = build_dom_context(_big_page(), max_chars=2000)
+    context = build_dom_context(big_page(), max_chars=2000)
     assert len(context) <= 2000
     assert "New patient" in context
     assert "Save record" not in context
@@ -120,7 +105,7 @@ def test_many_tasks_pages_stay_parsed_between_their_nodes(monkeypatch):
     parses = []
     real = dom_context.parse_html
     monkeypatch.setattr(dom_context, "parse_html", lambda html: parses.append(1) or real(html))
-    pages = [_big_page(rows=20).replace("New patient", f"New patient {tab}") for tab in range(300)]
+    pages = [big_page(rows=20).replace("New patient", f"New patient {tab}") for tab in range(300)]
     first = [dom_context.compact_page(page) for page in pages]
     again = [dom_context.compact_page(page) for page in pages]
     assert len(parses) == 300  # an 8-entry cache parsed all 600
@@ -130,7 +115,7 @@ def test_many_tasks_pages_stay_parsed_between_their_nodes(monkeypatch):
 def test_the_page_cache_is_bounded_by_the_size_of_its_pages_not_by_their_count():
     from veriloop.engines.dom_context import PAGE_CACHE_BYTES, compact_page
 
-    page = _big_page(rows=2_000)
+    page = big_page(rows=2_000)
     entry = compact_page(page)
     cache = compact_page.cache
     assert cache.maxsize == PAGE_CACHE_BYTES
@@ -145,7 +130,7 @@ async def test_a_verified_page_is_parsed_once_for_its_verdict_and_the_next_promp
     from veriloop.engines import dom_context, observation
     from veriloop.engines.verification import observe_action
 
-    before_page, after_page = _big_page(rows=30), _big_page(rows=31)
+    before_page, after_page = big_page(rows=30), big_page(rows=31)
     before = observation.capture_page_state("http://app.test/", before_page)
     dom_context.compact_page.cache.clear()
     parses = []

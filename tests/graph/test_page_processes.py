@@ -1,0 +1,104 @@
+"""Page work in page processes (Context.page_processes): the same results as a thread, none of the
+parsing in the serving process, and a dead page process costs at most the calls it was running."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import psutil
+import pytest
+from patient_pages import big_page
+
+from veriloop.context import Context
+from veriloop.engines import dom_context, observation
+from veriloop.engines.verification import observe_action, observe_page
+from veriloop.page_processes import PageProcessLost, offload_for, run_in_page_process
+from veriloop.server.settings import Settings, default_page_processes
+
+pytestmark = pytest.mark.anyio
+
+URL = "http://app.test/"
+
+
+async def test_the_page_work_runs_in_another_process_and_gives_what_a_thread_gives():
+    before = observation.capture_page_state(URL, big_page(rows=30))
+    args = (before, big_page(rows=31), URL, None, None, "click(4)")
+
+    in_thread = await offload_for(0)(observe_page, *args)
+    in_process = await offload_for(1)(observe_page, *args)
+
+    assert await offload_for(1)(os.getpid) != os.getpid()
+    assert in_process == in_thread
+    observed, fingerprint = in_process
+    assert observed.meaningful_content_change and fingerprint
+    assert observed.compact_page == dom_context.read_compact_page(args[1])
+
+
+async def test_with_page_processes_the_serving_process_parses_nothing_yet_holds_the_prompts_page(
+    monkeypatch,
+):
+    before_page, after_page = big_page(rows=30), big_page(rows=32)
+    before = observation.capture_page_state(URL, before_page)
+    dom_context.compact_page.cache.clear()
+    parses = []
+    for module, name in ((observation, "parse_utf8"), (dom_context, "parse_html")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda page, real=real: parses.append(1) or real(page))
+
+    observed = await observe_action(
+        action="click(4)",
+        step_index=0,
+        before_state=before,
+        current_dom=after_page,
+        current_url=URL,
+        offload=offload_for(1),
+    )
+
+    assert parses == []  # the page process parsed it
+    assert observed.facts.meaningful_content_change
+    assert observed.page_state.semantic_skeleton  # the next action's before_state came back whole
+    page = dom_context.cached_compact_page(after_page)
+    assert page is not None and 131 in page.element_ids
+    assert dom_context.compact_page(after_page) is page  # the next prompt reads it, no parse
+    assert parses == []
+
+
+async def test_an_error_in_the_page_work_reaches_the_caller_as_itself():
+    with pytest.raises(ValueError, match="invalid literal"):
+        await run_in_page_process(1, int, "not a number")
+    assert await run_in_page_process(1, int, "7") == 7  # the pool is still good
+
+
+async def test_a_page_process_killed_between_calls_is_replaced():
+    pid = await run_in_page_process(1, os.getpid)
+    os.kill(pid, signal.SIGKILL)
+    _wait_gone(pid)
+
+    replacement = await run_in_page_process(1, os.getpid)
+
+    assert replacement != pid and psutil.pid_exists(replacement)
+
+
+async def test_work_that_kills_its_page_process_every_time_fails_clearly_then_the_pool_recovers():
+    with pytest.raises(PageProcessLost, match="died twice"):
+        await run_in_page_process(1, os._exit, 3)
+    assert await run_in_page_process(1, os.getpid) != os.getpid()
+
+
+def test_page_processes_setting():
+    assert Context().page_processes == 0  # embedding the graph starts no process unasked
+    with pytest.raises(ValueError, match="page_processes"):
+        Context(page_processes=-1)
+    assert [default_page_processes(n) for n in (None, 1, 2, 16)] == [0, 0, 1, 1]
+    assert Settings.from_env({"VERILOOP_PAGE_PROCESSES": "0"}).page_processes == 0
+    assert Settings.from_env({"VERILOOP_PAGE_PROCESSES": "3"}).page_processes == 3
+    assert Settings.from_env({}).page_processes == default_page_processes(os.cpu_count())
+
+
+def _wait_gone(pid: int, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, f"process {pid} is still running"
+        time.sleep(0.02)
