@@ -56,7 +56,9 @@ class Round:
     critical_path_calls: int
     """Model waits of one task run alone (side-by-side calls count once)."""
     cpu_s: float
-    """CPU time the service process used in the round."""
+    """CPU time the service's processes used in the round (its page processes too)."""
+    page_cpu_s: float
+    """The part of ``cpu_s`` its page processes used."""
     steps: int
     """Steps of every task."""
     generator_cpu_s: float
@@ -79,7 +81,8 @@ class Round:
             f"{self.critical_path_calls} waits) -> "
             f"x{self.wall_over_model_bound:.2f}; peak in flight {self.peak_in_flight} "
             f"({self.peak_in_flight / self.tasks:.2f} per task); service CPU "
-            f"{self.cpu_s * 1000 / (self.tasks * self.steps):.0f} ms per step, busy "
+            f"{self.cpu_s * 1000 / (self.tasks * self.steps):.0f} ms per step (page processes "
+            f"{self.page_cpu_s * 1000 / (self.tasks * self.steps):.0f}), busy "
             f"{self.cpu_s / self.wall_s:.0%} of the wall time; load generator busy "
             f"{self.generator_cpu_s / self.wall_s:.0%}"
         )
@@ -125,8 +128,9 @@ def measure(
         for tasks in sizes:
             model.reset()
             model.on(ANY_PURPOSE, lambda request: Delay(args.latency, answer(request)))
-            cpu, generator_cpu = service.cpu_seconds(), _own_cpu_seconds()
+            (serving, page), generator_cpu = service.cpu_split(), _own_cpu_seconds()
             wall = asyncio.run(run_tasks(service.url, html, tasks, args.steps))
+            serving_after, page_after = service.cpu_split()
             result = Round(
                 database if workers == 1 else f"{database} x{workers}",
                 tasks,
@@ -135,7 +139,8 @@ def measure(
                 model.peak_in_flight,
                 args.latency,
                 waits,
-                service.cpu_seconds() - cpu,
+                serving_after + page_after - serving - page,
+                page_after - page,
                 args.steps,
                 _own_cpu_seconds() - generator_cpu,
             )

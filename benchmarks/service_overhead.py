@@ -190,14 +190,19 @@ class ServiceProcess:
                 raise SystemExit("the service did not start")
             time.sleep(0.1)
 
-    def cpu_seconds(self) -> float:
-        """CPU time the service's processes (its workers and their page processes too) have used
-        so far, user and system."""
+    def cpu_split(self) -> tuple[float, float]:
+        """CPU time (user and system) used so far by the serving processes (the workers too), and
+        by the page processes beside them (started by multiprocessing: its fork server, the pools)."""
         process = psutil.Process(self.process.pid)
-        return sum(
-            p.cpu_times().user + p.cpu_times().system
-            for p in [process, *process.children(recursive=True)]
-        )
+        serving = page = 0.0
+        for p in [process, *process.children(recursive=True)]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                used = p.cpu_times().user + p.cpu_times().system
+                if any("multiprocessing" in part for part in p.cmdline()):
+                    page += used
+                else:
+                    serving += used
+        return serving, page
 
     def stop(self) -> None:
         self.process.terminate()

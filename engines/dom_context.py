@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 
@@ -44,6 +44,7 @@ newline or tab (page text could start a fake prompt line with it), a run of spac
 character lxml cannot write."""
 _ID_NAME, _HIDDEN_NAME = ELEMENT_ID_ATTR.encode(), HIDDEN_ATTR.encode()
 _MAX_ANCHORS = 4
+_ID_MARK = f'{ELEMENT_ID_ATTR}="'
 _SPACES = re.compile(r"\s+")
 # Characters lxml parses (a page can carry them as text or as &#xFFFF;) but refuses to write back:
 # XML 1.0 forbids them.
@@ -187,14 +188,44 @@ def _anchor_offsets(text: str, focus_ids: list[int], hints: list[str]) -> list[i
     offsets = [text.find(f'{ELEMENT_ID_ATTR}="{i}"') for i in focus_ids]
     if hints:
         scored: list[tuple[int, int]] = []
-        for match in re.finditer(rf'<[^<>]*{ELEMENT_ID_ATTR}="\d+"[^<>]*>[^<]*', text):
-            chunk = match.group(0).lower()
+        for start, chunk in _numbered_tags(text):
+            chunk = chunk.lower()
             score = sum(1 for word in hints if word in chunk)
             if score:
-                scored.append((-score, match.start()))
+                scored.append((-score, start))
         offsets += [offset for _, offset in sorted(scored)]
     unique = list(dict.fromkeys(o for o in offsets if o >= 0))
     return unique[:_MAX_ANCHORS]
+
+
+def _numbered_tags(text: str) -> Iterator[tuple[int, str]]:
+    """(offset, start tag and the text after it) of each numbered element in a compact page.
+
+    What the pattern ``<[^<>]*data-veriloop-id="\\d+"[^<>]*>[^<]*`` finds, found from the
+    attribute outwards: tried at every ``<`` of the page that pattern cost half a millisecond on
+    a mid-size page, and each prompt's excerpt ran it.
+    """
+    at = text.find(_ID_MARK)
+    while at >= 0:
+        start, digits = text.rfind("<", 0, at), at + len(_ID_MARK)
+        quote = digits
+        while quote < len(text) and text[quote].isdigit():
+            quote += 1
+        close = text.find(">", quote)
+        if (
+            start >= 0
+            and quote > digits
+            and text.startswith('"', quote)
+            and text.find(">", start, at) < 0
+            and close >= 0
+            and text.find("<", quote, close) < 0
+        ):
+            end = text.find("<", close)
+            end = len(text) if end < 0 else end
+            yield start, text[start:end]
+            at = text.find(_ID_MARK, end)
+        else:
+            at = text.find(_ID_MARK, at + 1)
 
 
 def _windows(text: str, anchors: list[int], max_chars: int) -> str:

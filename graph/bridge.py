@@ -8,6 +8,9 @@ coroutine runs on one long-lived bridge loop in a daemon thread. One loop, not
 ``asyncio.run`` per node: the model client keeps one ``AsyncOpenAI`` per event
 loop, and a fresh loop per call was measured at ~38 ms of client set-up (the SSL
 context) on top of every model call, and loses keep-alive.
+
+The nodes that only reshape state (:func:`on_loop`) run on the event loop under
+``ainvoke`` as well, instead of in LangGraph's thread pool.
 """
 
 from __future__ import annotations
@@ -46,6 +49,17 @@ def sync_and_async(node: Node) -> RunnableLambda:
         return run_sync(node(state, get_runtime(Context)))
 
     return RunnableLambda(run, afunc=arun, name=node.__name__)
+
+
+def on_loop(node: Callable[[State], dict]) -> RunnableLambda:
+    """A node that only reshapes state (no model call, no page work) as a runnable that runs on
+    the event loop under ``ainvoke``, where LangGraph would hand a sync node to its thread pool:
+    the hop there and back cost more than the node's own work. Under ``invoke`` it runs as itself."""
+
+    async def arun(state: State) -> dict:
+        return node(state)
+
+    return RunnableLambda(node, afunc=arun, name=node.__name__)
 
 
 def _bridge_loop() -> asyncio.AbstractEventLoop:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from langgraph.graph import END, START, StateGraph
 
 from veriloop.context import Context
-from veriloop.graph.bridge import sync_and_async
+from veriloop.graph.bridge import on_loop, sync_and_async
 from veriloop.graph.routers import (
     route_after_action_generation,
     route_after_completion_audit,
@@ -41,12 +41,12 @@ def build_graph() -> StateGraph:
     builder.add_node("verification", sync_and_async(verification))
     builder.add_node("lookahead", sync_and_async(lookahead))
     builder.add_node("audit_ahead", sync_and_async(audit_ahead))
-    builder.add_node("use_lookahead", use_lookahead)
+    builder.add_node("use_lookahead", on_loop(use_lookahead))
     builder.add_node("correction", sync_and_async(correction))
     builder.add_node("replanning", sync_and_async(replanning))
-    builder.add_node("goal_achieved", goal_achieved)
+    builder.add_node("goal_achieved", on_loop(goal_achieved))
     builder.add_node("completion_audit", sync_and_async(completion_audit))
-    builder.add_node("finalize", finalize)
+    builder.add_node("finalize", on_loop(finalize))
 
     builder.add_conditional_edges(START, route_entry)
     builder.add_conditional_edges(

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import partial
+from multiprocessing.connection import Connection, wait
 from typing import Any, TypeVar
 
 R = TypeVar("R")
@@ -33,6 +35,7 @@ _PRELOAD = ["veriloop.engines.verification"]
 
 _pools: dict[int, ProcessPoolExecutor] = {}
 _pools_lock = threading.Lock()
+_lifeline: tuple[Connection, Connection] | None = None
 
 
 class PageProcessLost(RuntimeError):
@@ -83,7 +86,12 @@ def _pool(processes: int) -> ProcessPoolExecutor:
     with _pools_lock:
         pool = _pools.get(processes)
         if pool is None:
-            pool = _pools[processes] = ProcessPoolExecutor(processes, mp_context=_context())
+            pool = _pools[processes] = ProcessPoolExecutor(
+                processes,
+                mp_context=_context(),
+                initializer=_exit_with,
+                initargs=(_serving_end(),),
+            )
         return pool
 
 
@@ -92,6 +100,29 @@ def _discard(processes: int, broken: ProcessPoolExecutor) -> None:
         if _pools.get(processes) is broken:  # other calls that saw it break may have replaced it
             del _pools[processes]
     broken.shutdown(wait=False, cancel_futures=True)
+
+
+def _exit_with(serving: Connection) -> None:
+    """A page process's start: it exits once the serving process is gone, however that ended.
+
+    Left alone, the page processes of a killed server wait for work forever, and their fork
+    server with them (it lives while a process it started lives). ``serving`` is the read end
+    of a pipe whose write end only the serving process holds: its end comes when that process
+    does, even while it is an unreaped zombie."""
+
+    def watch() -> None:
+        wait([serving])
+        os._exit(0)
+
+    threading.Thread(target=watch, name="veriloop-serving-process-watch", daemon=True).start()
+
+
+def _serving_end() -> Connection:
+    """The read end of this process's lifeline to its page processes (made once)."""
+    global _lifeline
+    if _lifeline is None:
+        _lifeline = multiprocessing.Pipe(duplex=False)
+    return _lifeline[0]
 
 
 def _context() -> multiprocessing.context.BaseContext:

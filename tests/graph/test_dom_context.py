@@ -35,6 +35,25 @@ def test_large_page_is_bounded_and_centred_on_focus_and_hints():
     assert "Hidden delete" not in context
 
 
+def test_hints_anchor_on_numbered_start_tags_and_their_text_only():
+    from veriloop.engines.dom_context import _numbered_tags
+
+    text = (
+        '<p>data-veriloop-id="1" save</p>'  # the attribute's text in page text: not an element
+        '<a title="x>y" data-veriloop-id="2">save</a>'  # a ">" before it: not a start tag we read
+        '<a data-veriloop-id="x3">save</a>'  # not a number
+        '<button class="b" data-veriloop-id="4" type="submit">Save record</button>'
+        '<input data-veriloop-id="55">'
+    )
+
+    tags = list(_numbered_tags(text))
+
+    assert tags == [
+        (text.index("<button"), '<button class="b" data-veriloop-id="4" type="submit">Save record'),
+        (text.index("<input"), '<input data-veriloop-id="55">'),
+    ]
+
+
 def test_without_anchors_the_window_starts_at_the_top():
     context = build_dom_context(big_page(), max_chars=2000)
     assert len(context) <= 2000

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import psutil
@@ -85,6 +87,24 @@ async def test_work_that_kills_its_page_process_every_time_fails_clearly_then_th
     with pytest.raises(PageProcessLost, match="died twice"):
         await run_in_page_process(1, os._exit, 3)
     assert await run_in_page_process(1, os.getpid) != os.getpid()
+
+
+def test_page_processes_exit_when_the_process_they_serve_is_killed(tmp_path):
+    script = tmp_path / "killed_server.py"
+    script.write_text(
+        "import asyncio, os, signal\n"
+        "from veriloop.page_processes import run_in_page_process\n"
+        "if __name__ == '__main__':\n"
+        "    print(asyncio.run(run_in_page_process(1, os.getpid)), flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    server = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60
+    )
+    assert server.returncode == -signal.SIGKILL, server.stderr
+    page_process = int(server.stdout)
+
+    _wait_gone(page_process)  # not left waiting for work that never comes
 
 
 def test_page_processes_setting():
