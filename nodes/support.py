@@ -32,20 +32,18 @@ def offload(ctx: Context) -> Offload:
 
 def page_state(state: State) -> dict[str, Any]:
     """BeforeState dump of the current observation: the one computed this run, else captured now."""
-    return state.get("page_state") or _capture(
-        state["url"], state["dom"], state.get("active_element")
-    )
+    return state.get("page_state") or capture_page_state(*_page(state)).model_dump()
 
 
 async def page_state_off_loop(state: State, ctx: Context) -> dict[str, Any]:
     """:func:`page_state`, capturing a task's first page off the event loop, as the observation's is."""
-    return state.get("page_state") or await offload(ctx)(
-        _capture, state["url"], state["dom"], state.get("active_element")
-    )
+    if state.get("page_state"):
+        return state["page_state"]
+    return (await offload(ctx)(capture_page_state, *_page(state))).model_dump()
 
 
-def _capture(url: str, dom: str, active_element: str | None) -> dict[str, Any]:
-    return capture_page_state(url, dom, active_element).model_dump()
+def _page(state: State) -> tuple[str, str, str | None]:
+    return state["url"], state["dom"], state.get("active_element")
 
 
 def plan_of(state: State) -> Plan | None:

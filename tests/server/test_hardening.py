@@ -3,13 +3,18 @@
 One test (or a few) per defect found by trying the service as an attacker would (issue 13):
 lone surrogates, U+FFFE/U+FFFF, chunked bodies past the limit, elements with tens of thousands
 of attributes, reused request ids, a provider answering 200 with a non-completion body, LangServe
-errors and ``config: null``, unusable model answers in usage, a hung provider, error bodies.
+errors and ``config: null``, unusable model answers in usage, a hung provider, error bodies,
+a killed page process.
 The PostgreSQL fault test is in test_db_faults.py, the prompt injection suite in test_injection.py.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
+import os
+import signal
 from typing import Any
 
 import httpx
@@ -17,6 +22,7 @@ import pytest
 from service_testkit import KEYS, goal, observation
 
 from veriloop.llm.scripted import Delay, RawBody
+from veriloop.page_processes import run_in_page_process
 from veriloop.schemas.outputs import ActionChoice
 from veriloop.schemas.page_contract import ELEMENT_ID_ATTR
 from veriloop.server.service import TaskService
@@ -316,3 +322,21 @@ def test_every_error_body_is_json_with_a_detail(api, monkeypatch):
     assert crash.json() == {
         "detail": "internal error (RuntimeError); the server log has the details"
     }
+
+
+# -- 11. a page process dies ------------------------------------------------------------------
+
+
+def test_a_killed_page_process_costs_no_step(thread_server, sqlite_settings, playbook):
+    client = thread_server(dataclasses.replace(sqlite_settings, page_processes=1)).client()
+    first = client.interact(observation(4, 0, query=goal(4, 2)))
+    assert first.status_code == 200, first.text
+    # The service's pool is this process's pool of one page process: ask it who it is.
+    page_process = asyncio.run(run_in_page_process(1, os.getpid))
+    os.kill(page_process, signal.SIGKILL)
+
+    second = client.interact(observation(4, 1, taskId=first.json()["taskId"]))
+
+    assert second.status_code == 200, second.text
+    assert second.json()["stepIndex"] == 1 and second.json()["verification"]["success"]
+    assert asyncio.run(run_in_page_process(1, os.getpid)) != page_process
