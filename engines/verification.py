@@ -117,26 +117,18 @@ class ActionObservation:
 
 
 def observe_page(
-    before_state: BeforeState,
-    current_dom: str,
-    current_url: str,
-    client_observations: ClientObservations | None,
-    current_active_element: str | None,
+    before: BeforeState,
+    dom: str,
+    url: str,
+    client: ClientObservations | None,
+    active: str | None,
     action: str,
 ) -> tuple[ObservationList, str]:
     """The page work of :func:`observe_action` in one call, which may run in a page process: the
     observation list (with the page's compact form for the next prompt) and the fingerprint of
     ``action`` on the page it acted on."""
-    observed = build_observation_list(
-        before_state,
-        current_dom,
-        current_url,
-        client_observations,
-        current_active_element,
-        action,
-        keep_compact=True,
-    )
-    return observed, action_fingerprint(action, before_state)
+    observed = build_observation_list(before, dom, url, client, active, action, keep_compact=True)
+    return observed, action_fingerprint(action, before)
 
 
 async def observe_action(

@@ -130,3 +130,16 @@ def jas(scripted_model):
     scripted_model.on("action", lambda request: JAS_ACTIONS[_jas_step(request)])
     scripted_model.on("audit", jas_audit)
     return scripted_model
+
+
+@pytest.fixture
+def parses(monkeypatch) -> list[int]:
+    """One entry per page parse in this process (the observation's and the compact page's); clear it
+    where the count should start."""
+    from veriloop.engines import dom_context, observation
+
+    counted: list[int] = []
+    for module, name in ((observation, "parse_utf8"), (dom_context, "parse_html")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda page, real=real: counted.append(1) or real(page))
+    return counted

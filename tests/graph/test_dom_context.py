@@ -144,7 +144,7 @@ def test_the_page_cache_is_bounded_by_the_size_of_its_pages_not_by_their_count()
 
 
 @pytest.mark.anyio
-async def test_a_verified_page_is_parsed_once_for_its_verdict_and_the_next_prompt(monkeypatch):
+async def test_a_verified_page_is_parsed_once_for_its_verdict_and_the_next_prompt(parses):
     # The observation's parse also gives the compact page the next action's prompt reads.
     from veriloop.engines import dom_context, observation
     from veriloop.engines.verification import observe_action
@@ -152,10 +152,7 @@ async def test_a_verified_page_is_parsed_once_for_its_verdict_and_the_next_promp
     before_page, after_page = big_page(rows=30), big_page(rows=31)
     before = observation.capture_page_state("http://app.test/", before_page)
     dom_context.compact_page.cache.clear()
-    parses = []
-    for module, name in ((observation, "parse_utf8"), (dom_context, "parse_html")):
-        real = getattr(module, name)
-        monkeypatch.setattr(module, name, lambda page, real=real: parses.append(1) or real(page))
+    parses.clear()  # count from here
 
     observed = await observe_action(
         action="click(4)",
@@ -174,18 +171,15 @@ async def test_a_verified_page_is_parsed_once_for_its_verdict_and_the_next_promp
 
 
 def test_each_step_of_a_task_parses_its_page_once_after_the_first(
-    agent, jas, observe, verdict, monkeypatch
+    agent, jas, observe, verdict, parses
 ):
     # Through the graph: the verified page's parse also serves the lookahead's prompt.
-    from veriloop.engines import dom_context, observation
+    from veriloop.engines import dom_context
 
     jas.script("verification", verdict(True, False, 0.9, "The new patient form opened."))
     first = agent.step(observe("patients", query="Add a patient named Jas"))
     dom_context.compact_page.cache.clear()  # other tests compacted these fixture pages
-    parses = []
-    for module, name in ((observation, "parse_utf8"), (dom_context, "parse_html")):
-        real = getattr(module, name)
-        monkeypatch.setattr(module, name, lambda page, real=real: parses.append(1) or real(page))
+    parses.clear()  # count from here
 
     second = agent.step(observe("patient_form", task_id=first.task_id))
 
