@@ -144,10 +144,15 @@ def test_the_page_cache_is_bounded_by_the_size_of_its_pages_not_by_their_count()
 
 
 @pytest.mark.anyio
-async def test_a_verified_page_is_parsed_once_for_its_verdict_and_the_next_prompt(parses):
-    # The observation's parse also gives the compact page the next action's prompt reads.
+@pytest.mark.parametrize(("page_processes", "parsed_here"), [(0, 1), (1, 0)])
+async def test_a_verified_page_is_parsed_once_for_its_verdict_and_the_next_prompt(
+    parses, page_processes, parsed_here
+):
+    # The observation's parse also gives the compact page the next action's prompt reads; with
+    # page processes that parse is theirs, and the page comes back into this process's cache.
     from veriloop.engines import dom_context, observation
     from veriloop.engines.verification import observe_action
+    from veriloop.page_processes import offload_for
 
     before_page, after_page = big_page(rows=30), big_page(rows=31)
     before = observation.capture_page_state("http://app.test/", before_page)
@@ -160,12 +165,14 @@ async def test_a_verified_page_is_parsed_once_for_its_verdict_and_the_next_promp
         before_state=before,
         current_dom=after_page,
         current_url="http://app.test/",
+        offload=offload_for(page_processes),
     )
     page = dom_context.compact_page(after_page)
 
     assert observed.facts.meaningful_content_change
-    assert len(parses) == 1, parses
-    assert page == dom_context.compact_page.__wrapped__(after_page)  # what a parse of its own gives
+    assert observed.page_state.semantic_skeleton  # the next action's before_state, whole
+    assert len(parses) == parsed_here, parses
+    assert page == dom_context.read_compact_page(after_page)  # what a parse of its own gives
     assert 130 in page.element_ids  # the new row
     assert "Hidden delete" not in page.html
 

@@ -1,5 +1,7 @@
-"""Page work in page processes (Context.page_processes): the same results as a thread, none of the
-parsing in the serving process, and a dead page process costs at most the calls it was running."""
+"""Page work in page processes (Context.page_processes): the same results as a thread, and a dead
+page process costs at most the calls it was running. That the serving process then parses nothing
+is in test_dom_context.py; that a killed page process costs no step of the service, in
+tests/server/test_hardening.py."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from patient_pages import big_page
 
 from veriloop.context import Context
 from veriloop.engines import dom_context, observation
-from veriloop.engines.verification import observe_action, observe_page
+from veriloop.engines.verification import observe_page
 from veriloop.page_processes import PageProcessLost, offload_for, run_in_page_process
 from veriloop.server.settings import Settings, default_page_processes
 
@@ -36,32 +38,6 @@ async def test_the_page_work_runs_in_another_process_and_gives_what_a_thread_giv
     observed, fingerprint = in_process
     assert observed.meaningful_content_change and fingerprint
     assert observed.compact_page == dom_context.read_compact_page(args[1])
-
-
-async def test_with_page_processes_the_serving_process_parses_nothing_yet_holds_the_prompts_page(
-    parses,
-):
-    before_page, after_page = big_page(rows=30), big_page(rows=32)
-    before = observation.capture_page_state(URL, before_page)
-    dom_context.compact_page.cache.clear()
-    parses.clear()  # count from here
-
-    observed = await observe_action(
-        action="click(4)",
-        step_index=0,
-        before_state=before,
-        current_dom=after_page,
-        current_url=URL,
-        offload=offload_for(1),
-    )
-
-    assert parses == []  # the page process parsed it
-    assert observed.facts.meaningful_content_change
-    assert observed.page_state.semantic_skeleton  # the next action's before_state came back whole
-    page = dom_context.cached_compact_page(after_page)
-    assert page is not None and 131 in page.element_ids
-    assert dom_context.compact_page(after_page) is page  # the next prompt reads it, no parse
-    assert parses == []
 
 
 async def test_an_error_in_the_page_work_reaches_the_caller_as_itself():
