@@ -1,7 +1,8 @@
 """What the HTTP service costs per step on top of the bare graph, measured side by side in one run.
 
 (a) bare ``graph.invoke`` with InMemorySaver, doing the service's work (durability
-"exit": one checkpoint per run; the answer from the run's values), (b) the service
+"exit": one checkpoint per run; the answer from the run's values; page work where
+the service does it, ``VERILOOP_PAGE_PROCESSES``), (b) the service
 on SQLite, (c) the service on PostgreSQL; each with 1 and 20 concurrent clients
 (with one client the three take turns task by task). The model is the scripted
 loopback server answering instantly; the page is the median-size page of the
@@ -36,6 +37,7 @@ import psutil
 import psycopg
 from langgraph.checkpoint.memory import InMemorySaver
 
+from veriloop.context import Context
 from veriloop.graph.builder import build_graph
 from veriloop.graph.io import observation_to_input, state_to_response
 from veriloop.llm.scripted import ANY_PURPOSE, ScriptedModelServer, ScriptedRequest
@@ -48,6 +50,7 @@ from veriloop.schemas.outputs import (
     SemanticVerdict,
 )
 from veriloop.schemas.page_contract import ELEMENT_ID_ATTR
+from veriloop.server.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("VERILOOP_CORPUS_HTML", REPO.parent / "shared" / "corpus" / "html"))
@@ -101,6 +104,7 @@ def observation(html: str, task_id: str | None, n: int) -> dict:
 
 def bare_step(html: str) -> Step:
     graph = build_graph().compile(checkpointer=InMemorySaver())
+    context = Context(page_processes=Settings.from_env().page_processes)
 
     def step(task_id: str | None, n: int) -> str:
         request = InteractRequest.model_validate(observation(html, task_id, n))
@@ -109,6 +113,7 @@ def bare_step(html: str) -> Step:
         values = graph.invoke(
             observation_to_input(request, tid, new_task=task_id is None),
             {"configurable": {"thread_id": tid}},
+            context=context,
             durability="exit",
         )
         return state_to_response(values).task_id
@@ -192,13 +197,14 @@ class ServiceProcess:
 
     def cpu_split(self) -> tuple[float, float]:
         """CPU time (user and system) used so far by the serving processes (the workers too), and
-        by the page processes beside them (started by multiprocessing: its fork server, the pools)."""
+        by the page processes beside them (multiprocessing's fork server and the pools it starts;
+        uvicorn's workers are multiprocessing processes too, but spawned)."""
         process = psutil.Process(self.process.pid)
         serving = page = 0.0
         for p in [process, *process.children(recursive=True)]:
             with contextlib.suppress(psutil.NoSuchProcess):
                 used = p.cpu_times().user + p.cpu_times().system
-                if any("multiprocessing" in part for part in p.cmdline()):
+                if "multiprocessing.forkserver" in " ".join(p.cmdline()):
                     page += used
                 else:
                     serving += used
