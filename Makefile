@@ -36,6 +36,7 @@ bench: setup-dev
 	.venv/bin/python -m benchmarks.verification_prompt_size
 	.venv/bin/python -m benchmarks.service_overhead
 	.venv/bin/python -m benchmarks.service_concurrency
+	.venv/bin/python -m benchmarks.page_handover
 	.venv/bin/python -m benchmarks.state_growth
 	.venv/bin/python -m benchmarks.no_change_detection
 	.venv/bin/python -m benchmarks.plan_parallelism
