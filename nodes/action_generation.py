@@ -8,7 +8,7 @@ from veriloop.context import Context
 from veriloop.engines.actions import choose_action
 from veriloop.graph.state import State
 from veriloop.llm import get_llm
-from veriloop.nodes.support import page_state_off_loop, step_context, task_log
+from veriloop.nodes.support import page_state, step_context, task_log
 
 
 async def action_generation(state: State, runtime: Runtime[Context]) -> dict:
@@ -21,7 +21,7 @@ async def action_generation(state: State, runtime: Runtime[Context]) -> dict:
         target_element_id=state.get("target_element_id"),
     )
     update = {
-        "page_state": await page_state_off_loop(state, ctx),
+        "page_state": await page_state(state, ctx),
         "thought": outcome.thought,
         "usage": outcome.usage,
     }

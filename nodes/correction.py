@@ -9,7 +9,7 @@ from veriloop.engines.correction import CorrectionDecision, choose_correction, d
 from veriloop.graph.io import current_verification
 from veriloop.graph.state import State
 from veriloop.llm import get_llm
-from veriloop.nodes.support import page_state_off_loop, step_context, task_log
+from veriloop.nodes.support import page_state, step_context, task_log
 from veriloop.schemas.actions import Action, parse_action
 
 
@@ -37,7 +37,7 @@ async def correction(state: State, runtime: Runtime[Context]) -> dict:
         log.info("escalating to replanning: %s", decision.reason)
         return {}
     update = {
-        "page_state": await page_state_off_loop(state, ctx),
+        "page_state": await page_state(state, ctx),
         "action_source": "correction",
     }
     if decision.move == "fail":

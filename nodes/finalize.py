@@ -5,7 +5,7 @@ from __future__ import annotations
 from veriloop.engines.task import finalize_update
 from veriloop.graph.io import current_verification
 from veriloop.graph.state import State
-from veriloop.nodes.support import page_state, task_log
+from veriloop.nodes.support import task_log
 from veriloop.schemas.actions import Action
 
 
@@ -13,6 +13,8 @@ def finalize(state: State) -> dict:
     """Close the invocation; the client executes the recorded action and sends the next observation."""
     if not state.get("action"):
         raise RuntimeError("finalize reached without an action")
+    if not state.get("page_state"):  # the node that chose the action captured it
+        raise RuntimeError("finalize reached without the page state the action was chosen on")
     action = Action.model_validate(state["action"])
     verification = current_verification(state) or {}
     update = finalize_update(
@@ -20,7 +22,7 @@ def finalize(state: State) -> dict:
         thought=state.get("thought", ""),
         source=state.get("action_source") or "action_generation",
         history_length=len(state.get("action_history") or []),
-        before_state=page_state(state),
+        before_state=state["page_state"],
         plan_step_index=state.get("current_step_index"),
         verified_success=bool(verification.get("success")),
         correction_attempts=state.get("correction_attempts", 0),

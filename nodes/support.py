@@ -30,20 +30,15 @@ def offload(ctx: Context) -> Offload:
     return offload_for(ctx.page_processes)
 
 
-def page_state(state: State) -> dict[str, Any]:
-    """BeforeState dump of the current observation: the one computed this run, else captured now."""
-    return state.get("page_state") or capture_page_state(*_page(state)).model_dump()
-
-
-async def page_state_off_loop(state: State, ctx: Context) -> dict[str, Any]:
-    """:func:`page_state`, capturing a task's first page off the event loop, as the observation's is."""
+async def page_state(state: State, ctx: Context) -> dict[str, Any]:
+    """BeforeState dump of the current observation: the one computed this run, else captured now
+    (a task's first page), off the event loop as the observation's is."""
     if state.get("page_state"):
         return state["page_state"]
-    return (await offload(ctx)(capture_page_state, *_page(state))).model_dump()
-
-
-def _page(state: State) -> tuple[str, str, str | None]:
-    return state["url"], state["dom"], state.get("active_element")
+    captured = await offload(ctx)(
+        capture_page_state, state["url"], state["dom"], state.get("active_element")
+    )
+    return captured.model_dump()
 
 
 def plan_of(state: State) -> Plan | None:
