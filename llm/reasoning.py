@@ -114,15 +114,14 @@ def with_call_options(exchange: Any, options: CallOptions, endpoint: str, model:
     try:
         request = next(exchange)
         while True:
-            method, kwargs = request
             effort = options.reasoning_effort
             if effort is not None and rejected_effort(endpoint, model):
                 effort = None
-            sent = {**kwargs, **extra}
+            sent = {**request, **extra}
             if effort is not None:
                 sent["reasoning_effort"] = effort
             try:
-                raw = yield (method, sent)
+                raw = yield sent
             except openai.BadRequestError as exc:
                 if effort is not None and _rejects_effort(exc):
                     with _rejected_lock:
