@@ -70,8 +70,8 @@ _ESCAPES = str.maketrans({"<": "&lt;", ">": "&gt;"})
 
 def normalise(text: str) -> str:
     """``text`` as a reader sees it: NFKC, look-alike brackets as ASCII, no format characters, ``\n`` breaks."""
-    text = unicodedata.normalize("NFKC", text).translate(_BRACKETS)
-    if not text.isascii():
+    if not text.isascii():  # ASCII is NFKC already, and has no look-alike or format characters
+        text = unicodedata.normalize("NFKC", text).translate(_BRACKETS)
         text = "".join(c for c in text if unicodedata.category(c) != "Cf")
     return _LINE_BREAKS.sub("\n", text)
 
