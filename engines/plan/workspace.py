@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
@@ -79,14 +80,35 @@ class Workspace:
             return handle.read().decode("utf-8", errors="replace")
 
     def write_file(self, path: str, content: str) -> int:
-        """Write ``content`` (UTF-8) to a file in the workspace, creating parent directories; bytes written."""
+        """Write ``content`` (UTF-8) to a file in the workspace, creating parent directories; bytes written.
+
+        The file is replaced whole (a new file, with the old one's permissions, renamed over it):
+        steps run side by side, and one whose tests import the file meanwhile must see the old
+        content or the new, never a truncated file.
+        """
         real = self.resolve(path)
         data = content.encode("utf-8")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-        with self._open(real, flags, make_parents=True) as fd:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+        with self._parent(real, make_parents=True) as (directory, name):
+            if _is_symlink(name, directory):
+                raise WorkspaceEscape(f"{name!r} became a symlink after it was checked")
+            folder, _, base = name.rpartition("/")  # a folder only in the non-POSIX fallback
+            temp = f"{folder}{'/' if folder else ''}.{base}.{secrets.token_hex(6)}.partial"
+            try:
+                fd = _open_in(directory, temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+                try:
+                    with contextlib.suppress(FileNotFoundError):
+                        old = os.stat(name, dir_fd=directory, follow_symlinks=False)
+                        os.fchmod(fd, stat.S_IMODE(old.st_mode))
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                finally:
+                    os.close(fd)
+                os.replace(temp, name, src_dir_fd=directory, dst_dir_fd=directory)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=directory)
+                raise
         return len(data)
 
     def list_files(self, path: str = ".") -> list[str]:
@@ -111,32 +133,34 @@ class Workspace:
         return sorted(found)
 
     @contextlib.contextmanager
-    def _open(self, real: Path, flags: int, *, make_parents: bool = False) -> Iterator[int]:
-        """Open ``real`` (already checked) without following any symlink on the way; yields the fd."""
+    def _parent(
+        self, real: Path, *, make_parents: bool = False
+    ) -> Iterator[tuple[int | None, str]]:
+        """The fd of ``real``'s directory (already checked), reached without following any symlink,
+        and ``real``'s name in it; the fd is None where the platform cannot walk by descriptors."""
         parts = PurePosixPath(real.relative_to(self.root).as_posix()).parts
         if not parts or parts == (".",):
             raise IsADirectoryError(f"{str(real)!r} is the workspace root, not a file")
         if not _SAFE_WALK:  # pragma: no cover - non-POSIX fallback
             if make_parents:
                 real.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(real, flags, 0o666)
-        else:
-            directory = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                for name in parts[:-1]:
-                    child = self._enter(directory, name, make_parents)
-                    os.close(directory)
-                    directory = child
-                try:
-                    fd = os.open(parts[-1], flags | os.O_NOFOLLOW, 0o666, dir_fd=directory)
-                except OSError as exc:
-                    if _is_symlink(parts[-1], directory):
-                        raise WorkspaceEscape(
-                            f"{parts[-1]!r} became a symlink after it was checked"
-                        ) from exc
-                    raise
-            finally:
+            yield None, str(real)
+            return
+        directory = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for name in parts[:-1]:
+                child = self._enter(directory, name, make_parents)
                 os.close(directory)
+                directory = child
+            yield directory, parts[-1]
+        finally:
+            os.close(directory)
+
+    @contextlib.contextmanager
+    def _open(self, real: Path, flags: int, *, make_parents: bool = False) -> Iterator[int]:
+        """Open ``real`` (already checked) without following any symlink on the way; yields the fd."""
+        with self._parent(real, make_parents=make_parents) as (directory, name):
+            fd = _open_in(directory, name, flags)
         try:
             yield fd
         finally:
@@ -163,7 +187,17 @@ class Workspace:
             raise
 
 
-def _is_symlink(name: str, directory: int) -> bool:
+def _open_in(directory: int | None, name: str, flags: int) -> int:
+    """Open ``name`` in ``directory`` (an fd; None: ``name`` is a whole path), never through a symlink."""
+    try:
+        return os.open(name, flags | getattr(os, "O_NOFOLLOW", 0), 0o666, dir_fd=directory)
+    except OSError as exc:
+        if _is_symlink(name, directory):
+            raise WorkspaceEscape(f"{name!r} became a symlink after it was checked") from exc
+        raise
+
+
+def _is_symlink(name: str, directory: int | None) -> bool:
     try:
         return stat.S_ISLNK(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode)
     except OSError:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -115,6 +117,64 @@ def test_read_write_and_list(ws: Workspace) -> None:
         ws.list_files("nope")
     with pytest.raises(IsADirectoryError):
         ws.write_file(".", "x")
+
+
+def test_a_reader_sees_the_old_file_or_the_new_never_part_of_one(ws: Workspace) -> None:
+    # Parallel steps: one step's test run imports a module another step is rewriting.
+    versions = ["a" * 2_000_000, "b" * 1_000_000]
+    ws.write_file("mod.py", versions[0])
+    seen: set[int] = set()
+    writing = True
+
+    def read_meanwhile() -> None:
+        while writing:
+            seen.add(len((ws.root / "mod.py").read_bytes()))
+
+    reader = threading.Thread(target=read_meanwhile)
+    reader.start()
+    try:
+        for n in range(60):
+            ws.write_file("mod.py", versions[n % 2])
+    finally:
+        writing = False
+        reader.join()
+    assert seen <= {len(v) for v in versions} and len(seen) == 2
+    assert sorted(os.listdir(ws.root)) == ["mod.py", "src"]  # no temporary file left behind
+
+
+def test_a_rewritten_file_keeps_its_permissions(ws: Workspace) -> None:
+    script = ws.root / "run.sh"
+    script.write_text("echo old")
+    script.chmod(0o750)
+    ws.write_file("run.sh", "echo new")
+    assert script.read_text() == "echo new" and stat.S_IMODE(script.stat().st_mode) == 0o750
+
+
+def test_a_failed_write_leaves_the_old_file_and_nothing_else(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disk_full(fd: int, data: bytes) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        ws.write_file("src/a.txt", "replacement")
+    monkeypatch.undo()
+    assert (ws.root / "src" / "a.txt").read_text() == "alpha"
+    assert os.listdir(ws.root / "src") == ["a.txt"]
+
+
+def test_a_file_swapped_for_a_symlink_after_the_check_is_refused(
+    ws: Workspace, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checked = ws.resolve("src/a.txt")
+    (ws.root / "src" / "a.txt").unlink()
+    (ws.root / "src" / "a.txt").symlink_to(outside / "secret.txt")  # the race
+    monkeypatch.setattr(ws, "resolve", lambda path: checked)
+    with pytest.raises(WorkspaceEscape, match="became a symlink"):
+        ws.write_file("src/a.txt", "x")
+    assert (outside / "secret.txt").read_text() == "top secret"
+    assert (ws.root / "src" / "a.txt").is_symlink()
 
 
 def test_tools_answer_errors_as_text(ws: Workspace) -> None:
