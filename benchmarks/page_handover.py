@@ -38,10 +38,27 @@ async def _ms(call: Callable[[], Awaitable[object]]) -> float:
     return (time.perf_counter() - started) * 1000
 
 
+def page_work(html: str) -> tuple:
+    """``observe_page``'s arguments for one step on ``html``: the first page, then the next one."""
+    before = capture_page_state(URL, observation(html, None, 0)["dom"])
+    return (before, observation(html, None, 1)["dom"], URL, None, None, "click(1)")
+
+
+def yardstick_ms(html: str, calls: int = 15) -> float:
+    """Median ms of one step's page work on ``html`` in this thread: the machine's speed, to read
+    absolute figures against (about 11 ms on the machine of docs/service.md's first table)."""
+    work = page_work(html)
+    times = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        observe_page(*work)
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
 async def measure(calls: int) -> dict[str, list[float]]:
     name, html = mid_size_page()
-    before = capture_page_state(URL, observation(html, None, 0)["dom"])
-    work = (before, observation(html, None, 1)["dom"], URL, None, None, "click(1)")
+    work = page_work(html)
     runs: dict[str, Callable[[], Awaitable[object]]] = {
         "thread": lambda: asyncio.to_thread(observe_page, *work),
         "page process": lambda: run_in_page_process(1, observe_page, *work),

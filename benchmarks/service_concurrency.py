@@ -39,6 +39,7 @@ import httpx
 import psutil
 import psycopg
 
+from benchmarks.page_handover import yardstick_ms
 from benchmarks.service_overhead import ServiceProcess, answer, mid_size_page, observation
 from veriloop.llm.scripted import ANY_PURPOSE, Delay, ScriptedModelServer, critical_path_calls
 
@@ -184,6 +185,9 @@ def main() -> None:
         f"page: {name} ({len(html.encode()) / 1024:.0f} kB); {os.cpu_count()} CPU(s); "
         f"model: scripted, {args.latency:g} s per call; {args.steps} steps per task"
     )
+    # The CPU figures below scale with the machine, and a shared machine's speed drifts (the same
+    # work took 11-22 ms within minutes on one): print its speed before the rounds and after them.
+    speed_before = yardstick_ms(html)
     model = ScriptedModelServer().start()
     schema = f"bench_{uuid.uuid4().hex[:10]}"
     rounds: list[Round] = []
@@ -202,6 +206,10 @@ def main() -> None:
         if "postgres" in databases:
             with psycopg.connect(args.postgres_url, autocommit=True) as conn:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    print(
+        f"machine: one step's page work took {speed_before:.1f} ms before the rounds and "
+        f"{yardstick_ms(html):.1f} ms after them (page_handover.yardstick_ms)"
+    )
     small, large = sizes
 
     def worst(tasks: int, figure) -> float:
