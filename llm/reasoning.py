@@ -121,7 +121,7 @@ def with_call_options(exchange: Any, options: CallOptions, endpoint: str, model:
             if effort is not None:
                 sent["reasoning_effort"] = effort
             try:
-                raw = yield sent
+                response = yield sent
             except openai.BadRequestError as exc:
                 if effort is not None and _rejects_effort(exc):
                     with _rejected_lock:
@@ -137,6 +137,6 @@ def with_call_options(exchange: Any, options: CallOptions, endpoint: str, model:
             except Exception as exc:
                 request = exchange.throw(exc)
             else:
-                request = exchange.send(raw)
+                request = exchange.send(response)
     except StopIteration as done:
         return done.value

@@ -133,8 +133,12 @@ def test_a_reader_sees_the_old_file_or_the_new_never_part_of_one(ws: Workspace) 
     reader = threading.Thread(target=read_meanwhile)
     reader.start()
     try:
-        for n in range(60):
+        # At least 60 rewrites, and on until the reader has seen both versions (a busy machine
+        # may schedule it late), within a bound.
+        for n in range(2000):
             ws.write_file("mod.py", versions[n % 2])
+            if n >= 60 and len(seen) >= 2:
+                break
     finally:
         writing = False
         reader.join()
