@@ -22,6 +22,17 @@ def test_normalise_is_its_definition_on_any_text(text):
     assert normalise(text) == as_read(text)
 
 
+# Mostly what normalise rewrites: look-alikes, format characters (some in pattern syntax's way), breaks.
+_REWRITTEN = st.sampled_from(
+    [*map(chr, _BRACKETS), "\u200b", "\u200d", "\u202e", "\xad", "\ufeff", "\uff1e", "\u2028"]
+)
+
+
+@given(st.text(alphabet=st.one_of(_REWRITTEN, st.characters(max_codepoint=0x7F), st.characters())))
+def test_normalise_is_its_definition_on_text_full_of_what_it_rewrites(text):
+    assert normalise(text) == as_read(text)
+
+
 @given(st.text(alphabet=st.characters(max_codepoint=127)))
 def test_ascii_text_only_has_its_line_breaks_made_newlines(text):
     assert normalise(text) == as_read(text) == _LINE_BREAKS.sub("\n", text)
