@@ -16,7 +16,11 @@ alone, times the latency. A process that holds every task in flight finishes
 in about that time; one that queues tasks (behind a thread pool, or for the
 CPU) takes a multiple of it.
 
-    python -m benchmarks.service_concurrency [--latency 1.0] [--steps 5] [--quick] [--workers N] [--postgres-url URL]
+    python -m benchmarks.service_concurrency [--latency 1.0] [--steps 5] [--quick] [--workers N] [--postgres-url URL] [--plot PATH]
+
+Every quarter second of a round it also reads the service's CPU and the model's calls in flight:
+each round's line says for how long the serving process used most of a core (it is the
+bottleneck then, not the model), and ``--plot`` draws those timelines.
 
 ``--workers N`` serves PostgreSQL with N worker processes (their CPU is summed); the targets
 are for one process.
@@ -34,14 +38,32 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import psutil
 import psycopg
+from matplotlib.figure import Figure
 
 from benchmarks.page_handover import yardstick_ms
 from benchmarks.service_overhead import ServiceProcess, answer, mid_size_page, observation
 from veriloop.llm.scripted import ANY_PURPOSE, Delay, ScriptedModelServer, critical_path_calls
+
+SAMPLE_EVERY_S = 0.25
+SATURATED = 0.8
+"""A serving process using this much of a core is the bottleneck: its steps queue for the CPU."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One quarter second of a round: the cores the service used and the model's calls in flight."""
+
+    at_s: float
+    serving: float
+    """Cores the serving process(es) used over the interval."""
+    page: float
+    """Cores its page processes used."""
+    in_flight: int
 
 
 @dataclass(frozen=True)
@@ -65,6 +87,18 @@ class Round:
     generator_cpu_s: float
     """CPU time this process (the clients and the scripted model) used in the round: the share
     of the machine the service did not have."""
+    timeline: tuple[Sample, ...]
+
+    @property
+    def saturated_s(self) -> float:
+        """How long the serving process used most of a core (``SATURATED``)."""
+        return SAMPLE_EVERY_S * sum(
+            sample.serving >= SATURATED * self.workers for sample in self.timeline
+        )
+
+    @property
+    def workers(self) -> int:
+        return int(self.database.partition(" x")[2] or 1)
 
     @property
     def model_bound_s(self) -> float:
@@ -85,12 +119,34 @@ class Round:
             f"{self.cpu_s * 1000 / (self.tasks * self.steps):.0f} ms per step (page processes "
             f"{self.page_cpu_s * 1000 / (self.tasks * self.steps):.0f}), busy "
             f"{self.cpu_s / self.wall_s:.0%} of the wall time; load generator busy "
-            f"{self.generator_cpu_s / self.wall_s:.0%}"
+            f"{self.generator_cpu_s / self.wall_s:.0%}; serving process at >= {SATURATED:.0%} of a "
+            f"core for {self.saturated_s:.1f} s"
         )
 
 
-async def run_tasks(base_url: str, html: str, tasks: int, steps: int) -> float:
-    """Wall time of ``tasks`` concurrent tasks of ``steps`` steps each."""
+async def sample(
+    service: ServiceProcess, model: ScriptedModelServer, timeline: list[Sample]
+) -> None:
+    """Append a ``Sample`` to ``timeline`` every ``SAMPLE_EVERY_S`` until cancelled."""
+    started = last_at = time.perf_counter()
+    last_serving, last_page = service.cpu_split()
+    while True:
+        await asyncio.sleep(SAMPLE_EVERY_S)
+        at, (serving, page) = time.perf_counter(), service.cpu_split()
+        interval = at - last_at
+        timeline.append(
+            Sample(
+                at - started,
+                (serving - last_serving) / interval,
+                (page - last_page) / interval,
+                model.in_flight,
+            )
+        )
+        last_at, last_serving, last_page = at, serving, page
+
+
+async def run_tasks(base_url: str, html: str, tasks: int, steps: int, watch=None) -> float:
+    """Wall time of ``tasks`` concurrent tasks of ``steps`` steps each (``watch``: a coroutine run beside them)."""
     limits = httpx.Limits(max_connections=tasks, max_keepalive_connections=tasks)
     async with httpx.AsyncClient(base_url=base_url, timeout=600, limits=limits) as client:
 
@@ -103,9 +159,13 @@ async def run_tasks(base_url: str, html: str, tasks: int, steps: int) -> float:
                 reply.raise_for_status()
                 task_id = reply.json()["taskId"]
 
+        watcher = asyncio.create_task(watch) if watch is not None else None
         started = time.perf_counter()
         await asyncio.gather(*(task(tab) for tab in range(tasks)))
-        return time.perf_counter() - started
+        wall = time.perf_counter() - started
+        if watcher is not None:
+            watcher.cancel()
+        return wall
 
 
 def _own_cpu_seconds() -> float:
@@ -130,7 +190,10 @@ def measure(
             model.reset()
             model.on(ANY_PURPOSE, lambda request: Delay(args.latency, answer(request)))
             (serving, page), generator_cpu = service.cpu_split(), _own_cpu_seconds()
-            wall = asyncio.run(run_tasks(service.url, html, tasks, args.steps))
+            timeline: list[Sample] = []
+            wall = asyncio.run(
+                run_tasks(service.url, html, tasks, args.steps, sample(service, model, timeline))
+            )
             serving_after, page_after = service.cpu_split()
             result = Round(
                 database if workers == 1 else f"{database} x{workers}",
@@ -144,6 +207,7 @@ def measure(
                 page_after - page,
                 args.steps,
                 _own_cpu_seconds() - generator_cpu,
+                tuple(timeline),
             )
             print(result.line(), flush=True)
             rounds.append(result)
@@ -168,6 +232,7 @@ def main() -> None:
         default=1,
         help="worker processes of the PostgreSQL service (SQLite serves one); the targets are for one",
     )
+    parser.add_argument("--plot", type=Path, help="draw each round's timeline into this PNG")
     parser.add_argument(
         "--postgres-url",
         default=os.environ.get(
@@ -210,6 +275,8 @@ def main() -> None:
         f"machine: one step's page work took {speed_before:.1f} ms before the rounds and "
         f"{yardstick_ms(html):.1f} ms after them (page_handover.yardstick_ms)"
     )
+    if args.plot:
+        print(f"plot: {plot(rounds, args.plot)}")
     small, large = sizes
 
     def worst(tasks: int, figure) -> float:
@@ -221,6 +288,35 @@ def main() -> None:
         f"wall_over_model_bound_{small}={worst(small, lambda r: r.wall_over_model_bound):.2f} "
         f"wall_over_model_bound_{large}={worst(large, lambda r: r.wall_over_model_bound):.2f}"
     )
+
+
+def plot(rounds: list[Round], path: Path) -> Path:
+    """One panel per round: the cores the service used, and the model's calls in flight per task."""
+    figure = Figure(figsize=(10, 2.2 * len(rounds)))
+    for axes, result in zip(
+        figure.subplots(len(rounds), 1, squeeze=False)[:, 0], rounds, strict=True
+    ):
+        at = [s.at_s for s in result.timeline]
+        axes.plot(at, [s.serving for s in result.timeline], label="serving process (cores)")
+        axes.plot(at, [s.page for s in result.timeline], label="page processes (cores)")
+        axes.plot(
+            at,
+            [s.in_flight / result.tasks for s in result.timeline],
+            label="model calls in flight per task",
+            color="grey",
+            linestyle=":",
+        )
+        axes.axvline(result.model_bound_s, color="black", linewidth=0.8, label="model bound")
+        axes.set_title(
+            f"{result.database}, {result.tasks} tasks: x{result.wall_over_model_bound:.2f}",
+            fontsize=9,
+        )
+        axes.set_ylim(0, max(2.0, *(s.in_flight / result.tasks for s in result.timeline)))
+    axes.set_xlabel("seconds into the round")
+    axes.legend(fontsize=7, loc="upper right")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    return path
 
 
 if __name__ == "__main__":

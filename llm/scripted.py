@@ -322,6 +322,12 @@ class ScriptedModelServer:
             return list(self._spans)
 
     @property
+    def in_flight(self) -> int:
+        """The chat completion requests being answered now."""
+        with self._lock:
+            return self._in_flight
+
+    @property
     def peak_in_flight(self) -> int:
         """The most chat completion requests being answered at once (since start or the last reset)."""
         with self._lock:

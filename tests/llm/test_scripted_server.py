@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import httpx
 import pytest
 
@@ -175,3 +178,16 @@ def test_stop_closes_keep_alive_connections() -> None:
         with pytest.raises(httpx.TransportError):
             client.post(url, json={"messages": []})
     assert server.calls() == 1
+
+
+def test_in_flight_counts_the_calls_being_answered_now(server: ScriptedModelServer) -> None:
+    server.on(ANY_PURPOSE, lambda req: Delay(0.5, {}))
+    with ThreadPoolExecutor(3) as pool:
+        answers = [pool.submit(chat, server, "action") for _ in range(3)]
+        deadline = time.monotonic() + 5
+        while server.in_flight < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.in_flight == 3
+        assert [a.result().status_code for a in answers] == [200] * 3
+    assert server.in_flight == 0
+    assert server.peak_in_flight == 3
