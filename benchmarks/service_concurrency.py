@@ -34,8 +34,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import os
+import re
 import ssl
+import statistics
 import tempfile
 import time
 import uuid
@@ -49,7 +52,13 @@ from matplotlib.figure import Figure
 
 from benchmarks.page_handover import yardstick_ms
 from benchmarks.service_overhead import ServiceProcess, answer, mid_size_page, observation
-from veriloop.llm.scripted import ANY_PURPOSE, Delay, ScriptedModelServer, critical_path_calls
+from veriloop.llm.scripted import (
+    ANY_PURPOSE,
+    Delay,
+    ScriptedModelServer,
+    Span,
+    critical_path_calls,
+)
 
 SAMPLE_EVERY_S = 0.25
 SATURATED = 0.8
@@ -66,6 +75,62 @@ class Sample:
     page: float
     """Cores its page processes used."""
     in_flight: int
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One step of one task, as its client saw it (monotonic seconds, as the model server's spans)."""
+
+    tab: int
+    step: int
+    sent: float
+    replied: float
+
+
+@dataclass(frozen=True)
+class StepWaits:
+    """Medians over the steps after the first: where a step's time went, seen from outside."""
+
+    latency_s: float
+    model_s: float
+    """The model's own time within the step (side-by-side calls count once)."""
+    before_model_s: float
+    """From the request to the step's first model call: the service's work and its queue."""
+    after_model_s: float
+    """From the step's last model answer to the reply."""
+
+
+_TAB = re.compile(r"\(tab (\d+)\)")
+
+
+def step_waits(step_times: list[StepTime], spans: list[Span]) -> StepWaits:
+    """Each later step's model spans (matched by the task's tab in the prompt and by time), medians."""
+    by_tab: dict[int, list[Span]] = {}
+    for span in spans:
+        if found := _TAB.search(span.request.text):
+            by_tab.setdefault(int(found[1]), []).append(span)
+    rows = []
+    for step in step_times:
+        inside = sorted(
+            (span.start, span.end)
+            for span in by_tab.get(step.tab, [])
+            if step.sent <= span.start and span.end <= step.replied
+        )
+        if step.step == 0 or not inside:
+            continue
+        model, (start, end) = 0.0, inside[0]
+        for a, b in inside[1:]:
+            if a > end:
+                model, start = model + end - start, a
+            end = max(end, b)
+        model += end - start
+        last = max(b for _, b in inside)
+        rows.append(
+            (step.replied - step.sent, model, inside[0][0] - step.sent, step.replied - last)
+        )
+    if not rows:  # one-step tasks
+        return StepWaits(math.nan, math.nan, math.nan, math.nan)
+    return StepWaits(*(statistics.median(column) for column in zip(*rows, strict=True)))
 
 
 @dataclass(frozen=True)
@@ -90,6 +155,7 @@ class Round:
     """CPU time this process (the clients and the scripted model) used in the round: the share
     of the machine the service did not have."""
     timeline: tuple[Sample, ...]
+    waits: StepWaits
 
     @property
     def saturated_s(self) -> float:
@@ -122,7 +188,9 @@ class Round:
             f"{self.page_cpu_s * 1000 / (self.tasks * self.steps):.0f}), busy "
             f"{self.cpu_s / self.wall_s:.0%} of the wall time; load generator busy "
             f"{self.generator_cpu_s / self.wall_s:.0%}; serving process at >= {SATURATED:.0%} of a "
-            f"core for {self.saturated_s:.1f} s"
+            f"core for {self.saturated_s:.1f} s\n{'':12s} later steps (median): {self.waits.latency_s:.2f} s, "
+            f"model {self.waits.model_s:.2f} s, request to first model call "
+            f"{self.waits.before_model_s:.2f} s, last answer to reply {self.waits.after_model_s:.2f} s"
         )
 
 
@@ -147,8 +215,16 @@ async def sample(
         last_at, last_serving, last_page = at, serving, page
 
 
-async def run_tasks(base_url: str, html: str, tasks: int, steps: int, watch=None) -> float:
-    """Wall time of ``tasks`` concurrent tasks of ``steps`` steps each (``watch``: a coroutine run beside them)."""
+async def run_tasks(
+    base_url: str,
+    html: str,
+    tasks: int,
+    steps: int,
+    watch=None,
+    step_times: list[StepTime] | None = None,
+) -> float:
+    """Wall time of ``tasks`` concurrent tasks of ``steps`` steps each (``watch``: a coroutine run
+    beside them; ``step_times``: filled with each step's request and reply times)."""
     # One client per task, as every tab is its own client. One httpx pool of hundreds of
     # connections scans them all on every request and response: at 200 tasks that took 59% of
     # this process's CPU, in bursts of a whole core that starved the scripted model beside it.
@@ -166,11 +242,15 @@ async def run_tasks(base_url: str, html: str, tasks: int, steps: int, watch=None
             page = html.replace("</body>", f"<p>Tab {tab}</p></body>", 1)
             task_id = None
             for n in range(steps):
-                reply = await clients[tab].post(
-                    "/api/agent/interact", json=observation(page, task_id, n)
-                )
+                body = observation(page, task_id, n)
+                if task_id is None:  # every prompt shows the goal: the model's spans name the task
+                    body["query"] += f" (tab {tab})"
+                sent = time.monotonic()
+                reply = await clients[tab].post("/api/agent/interact", json=body)
                 reply.raise_for_status()
                 task_id = reply.json()["taskId"]
+                if step_times is not None:
+                    step_times.append(StepTime(tab, n, sent, time.monotonic()))
 
         watcher = asyncio.create_task(watch) if watch is not None else None
         started = time.perf_counter()
@@ -204,9 +284,9 @@ def measure(
             model.on(ANY_PURPOSE, lambda request: Delay(args.latency, answer(request)))
             (serving, page), generator_cpu = service.cpu_split(), _own_cpu_seconds()
             timeline: list[Sample] = []
-            wall = asyncio.run(
-                run_tasks(service.url, html, tasks, args.steps, sample(service, model, timeline))
-            )
+            step_times: list[StepTime] = []
+            watch = sample(service, model, timeline)
+            wall = asyncio.run(run_tasks(service.url, html, tasks, args.steps, watch, step_times))
             serving_after, page_after = service.cpu_split()
             result = Round(
                 database if workers == 1 else f"{database} x{workers}",
@@ -221,6 +301,7 @@ def measure(
                 args.steps,
                 _own_cpu_seconds() - generator_cpu,
                 tuple(timeline),
+                step_waits(step_times, model.spans),
             )
             print(result.line(), flush=True)
             rounds.append(result)
