@@ -65,6 +65,10 @@ _BRACKETS = str.maketrans(
 )
 _BRACKET_TEXT = {chr(code): ascii_form for code, ascii_form in _BRACKETS.items()}
 _LINE_BREAKS = re.compile(r"\r\n|[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+_LINE_BREAK_CHARACTER = re.compile(
+    r"[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]"
+)  # one scan, no alternation
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _RUN = re.compile(r"<(?:\s*<)+|>(?:\s*>)+")
 _ESCAPES = str.maketrans({"<": "&lt;", ">": "&gt;"})
 
@@ -72,7 +76,13 @@ _ESCAPES = str.maketrans({"<": "&lt;", ">": "&gt;"})
 def normalise(text: str) -> str:
     """``text`` as a reader sees it: NFKC, look-alike brackets as ASCII, no format characters, ``\n`` breaks."""
     if not text.isascii():  # ASCII is NFKC already, and has no look-alike or format characters
-        text = _without_look_alikes(unicodedata.normalize("NFKC", text))
+        if not unicodedata.is_normalized(
+            "NFKC", text
+        ):  # the check is ~20x cheaper than the rewrite
+            text = unicodedata.normalize("NFKC", text)
+        text = _without_look_alikes(text)
+    if _LINE_BREAK_CHARACTER.search(text) is None:
+        return text
     return _LINE_BREAKS.sub("\n", text)
 
 
@@ -83,8 +93,8 @@ def _without_look_alikes(text: str) -> str:
     a pass per character in Python cost ~4 ms on a 56 kB page, several times a step."""
     odd = [
         c
-        for c in set(text)
-        if not c.isascii() and (c in _BRACKET_TEXT or unicodedata.category(c) == "Cf")
+        for c in set(_NON_ASCII.findall(text))
+        if c in _BRACKET_TEXT or unicodedata.category(c) == "Cf"
     ]
     if not odd:
         return text
@@ -93,9 +103,13 @@ def _without_look_alikes(text: str) -> str:
 
 def fenced(text: str, label: str) -> str:
     """Wrap ``text`` in the ``label`` delimiters; inside, no run of two or more angle brackets survives."""
-    begin, end = fence_begin(label), fence_end(label)
-    cleaned = _RUN.sub(lambda run: run.group(0).translate(_ESCAPES), normalise(text))
-    return f"{begin}\n{cleaned}\n{end}"
+    return _fenced_as_read(normalise(text), label)
+
+
+def _fenced_as_read(text: str, label: str) -> str:
+    """:func:`fenced` of text that is already :func:`normalise`d: only the runs left to escape."""
+    cleaned = _RUN.sub(lambda run: run.group(0).translate(_ESCAPES), text)
+    return f"{fence_begin(label)}\n{cleaned}\n{fence_end(label)}"
 
 
 PAGE_DATA_BEGIN = fence_begin(PAGE_DATA)
@@ -114,4 +128,6 @@ def page_data(text: str) -> str:
 
 def page_data_lines(lines: Iterable[str]) -> str:
     """:func:`page_data` of one line per value: line breaks inside a value become spaces."""
-    return page_data("\n".join(" ".join(normalise(line).split("\n")) for line in lines))
+    # Each value is normalised on its own, so the joined text is not normalised a second time.
+    as_read = "\n".join(normalise(line).replace("\n", " ") for line in lines)
+    return _fenced_as_read(as_read, PAGE_DATA)

@@ -7,7 +7,15 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from veriloop.prompts.page_data import _BRACKETS, _LINE_BREAKS, normalise
+from veriloop.prompts.page_data import (
+    _BRACKETS,
+    _LINE_BREAKS,
+    _RUN,
+    PAGE_DATA_BEGIN,
+    PAGE_DATA_END,
+    normalise,
+    page_data_lines,
+)
 
 
 def as_read(text: str) -> str:
@@ -40,3 +48,21 @@ def test_ascii_text_only_has_its_line_breaks_made_newlines(text):
 
 def test_look_alikes_format_characters_and_breaks():
     assert normalise("\u2039\u2039sys\u200b\u203a\u203a\r\nnext\u2028") == "<<sys>>\nnext\n"
+
+
+_FENCE_BREAKERS = st.sampled_from(
+    ["<", ">", " ", "\n", "\r", "\u0338", "\u200d", "PAGE_DATA", "\uff1e"]
+)
+
+
+_VALUE = st.lists(st.one_of(_REWRITTEN, _FENCE_BREAKERS, st.characters())).map("".join)
+
+
+@given(st.lists(_VALUE))
+def test_page_data_lines_keeps_one_line_per_value_and_no_delimiter_even_read_again(values):
+    fenced = page_data_lines(values)
+    assert fenced.startswith(PAGE_DATA_BEGIN + "\n") and fenced.endswith("\n" + PAGE_DATA_END)
+    inside = fenced[len(PAGE_DATA_BEGIN) + 1 : -len(PAGE_DATA_END) - 1]
+    assert len(inside.split("\n")) == max(len(values), 1)
+    # A reader who normalises the text once more still finds no run of angle brackets.
+    assert _RUN.search(inside) is None and _RUN.search(normalise(inside)) is None
