@@ -88,7 +88,7 @@ class StepTime:
 
 
 @dataclass(frozen=True)
-class StepWaits:
+class LaterSteps:
     """Medians over the steps after the first: where a step's time went, seen from outside."""
 
     latency_s: float
@@ -103,7 +103,7 @@ class StepWaits:
 _TAB = re.compile(r"\(tab (\d+)\)")
 
 
-def step_waits(step_times: list[StepTime], spans: list[Span]) -> StepWaits:
+def later_steps(step_times: list[StepTime], spans: list[Span]) -> LaterSteps:
     """Each later step's model spans (matched by the task's tab in the prompt and by time), medians."""
     by_tab: dict[int, list[Span]] = {}
     for span in spans:
@@ -129,8 +129,8 @@ def step_waits(step_times: list[StepTime], spans: list[Span]) -> StepWaits:
             (step.replied - step.sent, model, inside[0][0] - step.sent, step.replied - last)
         )
     if not rows:  # one-step tasks
-        return StepWaits(math.nan, math.nan, math.nan, math.nan)
-    return StepWaits(*(statistics.median(column) for column in zip(*rows, strict=True)))
+        return LaterSteps(math.nan, math.nan, math.nan, math.nan)
+    return LaterSteps(*(statistics.median(column) for column in zip(*rows, strict=True)))
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,11 @@ class Round:
     """CPU time this process (the clients and the scripted model) used in the round: the share
     of the machine the service did not have."""
     timeline: tuple[Sample, ...]
-    waits: StepWaits
+    """The round, a ``Sample`` every ``SAMPLE_EVERY_S``."""
+    later_steps: LaterSteps
+    """Where the steps after the first spent their time."""
+    workers: int
+    """Worker processes of the service."""
 
     @property
     def saturated_s(self) -> float:
@@ -163,10 +167,6 @@ class Round:
         return SAMPLE_EVERY_S * sum(
             sample.serving >= SATURATED * self.workers for sample in self.timeline
         )
-
-    @property
-    def workers(self) -> int:
-        return int(self.database.partition(" x")[2] or 1)
 
     @property
     def model_bound_s(self) -> float:
@@ -188,9 +188,9 @@ class Round:
             f"{self.page_cpu_s * 1000 / (self.tasks * self.steps):.0f}), busy "
             f"{self.cpu_s / self.wall_s:.0%} of the wall time; load generator busy "
             f"{self.generator_cpu_s / self.wall_s:.0%}; serving process at >= {SATURATED:.0%} of a "
-            f"core for {self.saturated_s:.1f} s\n{'':12s} later steps (median): {self.waits.latency_s:.2f} s, "
-            f"model {self.waits.model_s:.2f} s, request to first model call "
-            f"{self.waits.before_model_s:.2f} s, last answer to reply {self.waits.after_model_s:.2f} s"
+            f"core for {self.saturated_s:.1f} s\n{'':12s} later steps (median): {self.later_steps.latency_s:.2f} s, "
+            f"model {self.later_steps.model_s:.2f} s, request to first model call "
+            f"{self.later_steps.before_model_s:.2f} s, last answer to reply {self.later_steps.after_model_s:.2f} s"
         )
 
 
@@ -301,7 +301,8 @@ def measure(
                 args.steps,
                 _own_cpu_seconds() - generator_cpu,
                 tuple(timeline),
-                step_waits(step_times, model.spans),
+                later_steps(step_times, model.spans),
+                workers,
             )
             print(result.line(), flush=True)
             rounds.append(result)

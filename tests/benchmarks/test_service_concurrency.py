@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from benchmarks.service_concurrency import StepTime, step_waits
+from benchmarks.service_concurrency import StepTime, later_steps
 from veriloop.llm.scripted import ScriptedRequest, Span
 
 
@@ -33,7 +33,7 @@ def test_side_by_side_calls_count_once_and_the_rest_is_queueing():
         # tab 12, step 1 (tab 1's pattern must not take it): one call
         span(12, 3.5, 5.0),
     ]
-    waits = step_waits(steps, spans)
+    waits = later_steps(steps, spans)
     assert waits.latency_s == 3.5  # median of 4.0 and 3.0
     assert waits.model_s == (1.5 + 1.5) / 2
     assert waits.before_model_s == (1.0 + 0.5) / 2
@@ -41,5 +41,5 @@ def test_side_by_side_calls_count_once_and_the_rest_is_queueing():
 
 
 def test_one_step_tasks_have_no_later_steps():
-    waits = step_waits([StepTime(0, 0, 0.0, 1.0)], [span(0, 0.1, 0.9)])
+    waits = later_steps([StepTime(0, 0, 0.0, 1.0)], [span(0, 0.1, 0.9)])
     assert math.isnan(waits.latency_s)
