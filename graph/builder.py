@@ -5,7 +5,7 @@ from __future__ import annotations
 from langgraph.graph import END, START, StateGraph
 
 from veriloop.context import Context
-from veriloop.graph.bridge import on_loop, sync_and_async
+from veriloop.graph.bridge import Router, on_loop, sync_and_async
 from veriloop.graph.routers import (
     route_after_action_generation,
     route_after_completion_audit,
@@ -48,21 +48,21 @@ def build_graph() -> StateGraph:
     builder.add_node("completion_audit", sync_and_async(completion_audit))
     builder.add_node("finalize", on_loop(finalize))
 
-    builder.add_conditional_edges(START, route_entry)
+    builder.add_conditional_edges(START, Router(route_entry))
     builder.add_conditional_edges(
         "observation",
-        route_after_observation,
+        Router(route_after_observation),
         ["correction", "verification", "lookahead", "audit_ahead"],
     )
-    builder.add_conditional_edges("verification", route_after_verification)
-    builder.add_conditional_edges("use_lookahead", route_after_action_generation)
+    builder.add_conditional_edges("verification", Router(route_after_verification))
+    builder.add_conditional_edges("use_lookahead", Router(route_after_action_generation))
     builder.add_edge("goal_achieved", "completion_audit")
-    builder.add_conditional_edges("completion_audit", route_after_completion_audit)
+    builder.add_conditional_edges("completion_audit", Router(route_after_completion_audit))
     builder.add_edge("planning", "step_refinement")
     builder.add_edge("step_refinement", "action_generation")
-    builder.add_conditional_edges("action_generation", route_after_action_generation)
-    builder.add_conditional_edges("correction", route_after_correction)
-    builder.add_conditional_edges("replanning", route_after_replanning)
+    builder.add_conditional_edges("action_generation", Router(route_after_action_generation))
+    builder.add_conditional_edges("correction", Router(route_after_correction))
+    builder.add_conditional_edges("replanning", Router(route_after_replanning))
     builder.add_edge("finalize", END)
     return builder
 

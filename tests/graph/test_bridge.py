@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Literal
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
@@ -11,7 +12,7 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
 from veriloop.context import Context
-from veriloop.graph.bridge import on_loop, sync_and_async
+from veriloop.graph.bridge import Router, on_loop, sync_and_async
 
 
 class Counter(TypedDict):
@@ -34,14 +35,30 @@ def reshape(state: Counter) -> dict:
     return {"ran_on": [*state["ran_on"], threading.current_thread().name]}
 
 
+def route_by_model(state: Counter, runtime: Runtime[Context]) -> Literal["reshape", "__end__"]:
+    """Reads the run's context, as ``route_after_verification`` does."""
+    return "reshape" if runtime.context.model != "skip" else END
+
+
 def graph():
     builder = StateGraph(Counter, context_schema=Context)
     builder.add_node("count", sync_and_async(count))
     builder.add_node("reshape", on_loop(reshape))
     builder.add_edge(START, "count")
-    builder.add_edge("count", "reshape")
+    builder.add_conditional_edges("count", Router(route_by_model))
     builder.add_edge("reshape", END)
     return builder.compile(checkpointer=InMemorySaver())
+
+
+def test_the_router_keeps_its_edges_and_reads_the_runs_context():
+    edges = {(e.source, e.target) for e in graph().get_graph().edges}
+    assert {("count", "reshape"), ("count", "__end__")} <= edges  # from its Literal, as drawn
+    skipped = graph().invoke(
+        {"n": 0, "ran_on": []},
+        {"configurable": {"thread_id": "skip"}},
+        context=Context(model="skip"),
+    )
+    assert len(skipped["ran_on"]) == 1  # routed past reshape
 
 
 def test_invoke_runs_the_async_body_on_the_bridge_loop_with_the_run_context():
@@ -59,3 +76,9 @@ async def test_ainvoke_runs_both_bodies_on_the_callers_loop():
     here = threading.current_thread().name
     assert out["n"] == 1 and out["model"] == "m-async"
     assert out["ran_on"] == [here, here]  # no thread pool, no bridge
+    skipped = await graph().ainvoke(
+        {"n": 0, "ran_on": []},
+        {"configurable": {"thread_id": "skip"}},
+        context=Context(model="skip"),
+    )
+    assert skipped["ran_on"] == [here]
