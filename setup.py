@@ -1,4 +1,5 @@
-"""The compiled part of veriloop: the skeleton's page walk (everything else is in pyproject.toml)."""
+"""The compiled parts of veriloop: the skeleton's page walk and the request body's scan (everything else
+is in pyproject.toml)."""
 
 import lxml
 from Cython.Build import cythonize
@@ -11,7 +12,8 @@ setup(
                 "veriloop.engines.skeleton_walk",
                 ["engines/skeleton_walk.pyx"],
                 include_dirs=lxml.get_include(),  # lxml's public C API and libxml2's headers
-            )
+            ),
+            Extension("veriloop.schemas.json_marks", ["schemas/json_marks.pyx"]),
         ],
         language_level=3,
     )

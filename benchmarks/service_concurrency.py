@@ -88,8 +88,9 @@ class StepTime:
 
 
 @dataclass(frozen=True)
-class LaterSteps:
-    """Medians over the steps after the first: where a step's time went, seen from outside."""
+class StepWaits:
+    """Medians over a round's first steps, or over the steps after them: where a step's time went,
+    seen from outside."""
 
     latency_s: float
     model_s: float
@@ -98,13 +99,23 @@ class LaterSteps:
     """From the request to the step's first model call: the service's work and its queue."""
     after_model_s: float
     """From the step's last model answer to the reply."""
+    slowest_s: float
+    """The longest of these steps."""
+
+    def line(self, which: str) -> str:
+        return (
+            f"{which} (median): {self.latency_s:.2f} s, model {self.model_s:.2f} s, request to "
+            f"first model call {self.before_model_s:.2f} s, last answer to reply "
+            f"{self.after_model_s:.2f} s; slowest {self.slowest_s:.2f} s"
+        )
 
 
 _TAB = re.compile(r"\(tab (\d+)\)")
 
 
-def later_steps(step_times: list[StepTime], spans: list[Span]) -> LaterSteps:
-    """Each later step's model spans (matched by the task's tab in the prompt and by time), medians."""
+def step_waits(step_times: list[StepTime], spans: list[Span], *, first: bool) -> StepWaits:
+    """Each first (or later) step's model spans, matched by the task's tab in the prompt and by
+    time, in medians."""
     by_tab: dict[int, list[Span]] = {}
     for span in spans:
         if found := _TAB.search(span.request.text):
@@ -116,7 +127,7 @@ def later_steps(step_times: list[StepTime], spans: list[Span]) -> LaterSteps:
             for span in by_tab.get(step.tab, [])
             if step.sent <= span.start and span.end <= step.replied
         )
-        if step.step == 0 or not inside:
+        if (step.step == 0) != first or not inside:
             continue
         model, (start, end) = 0.0, inside[0]
         for a, b in inside[1:]:
@@ -128,9 +139,10 @@ def later_steps(step_times: list[StepTime], spans: list[Span]) -> LaterSteps:
         rows.append(
             (step.replied - step.sent, model, inside[0][0] - step.sent, step.replied - last)
         )
-    if not rows:  # one-step tasks
-        return LaterSteps(math.nan, math.nan, math.nan, math.nan)
-    return LaterSteps(*(statistics.median(column) for column in zip(*rows, strict=True)))
+    if not rows:  # one-step tasks have no later steps
+        return StepWaits(math.nan, math.nan, math.nan, math.nan, math.nan)
+    medians = (statistics.median(column) for column in zip(*rows, strict=True))
+    return StepWaits(*medians, max(row[0] for row in rows))
 
 
 @dataclass(frozen=True)
@@ -156,7 +168,9 @@ class Round:
     of the machine the service did not have."""
     timeline: tuple[Sample, ...]
     """The round, a ``Sample`` every ``SAMPLE_EVERY_S``."""
-    later_steps: LaterSteps
+    first_steps: StepWaits
+    """Where the tasks' first steps spent their time."""
+    later_steps: StepWaits
     """Where the steps after the first spent their time."""
     workers: int
     """Worker processes of the service."""
@@ -188,9 +202,8 @@ class Round:
             f"{self.page_cpu_s * 1000 / (self.tasks * self.steps):.0f}), busy "
             f"{self.cpu_s / self.wall_s:.0%} of the wall time; load generator busy "
             f"{self.generator_cpu_s / self.wall_s:.0%}; serving process at >= {SATURATED:.0%} of a "
-            f"core for {self.saturated_s:.1f} s\n{'':12s} later steps (median): {self.later_steps.latency_s:.2f} s, "
-            f"model {self.later_steps.model_s:.2f} s, request to first model call "
-            f"{self.later_steps.before_model_s:.2f} s, last answer to reply {self.later_steps.after_model_s:.2f} s"
+            f"core for {self.saturated_s:.1f} s\n{'':12s} {self.first_steps.line('first steps')}"
+            f"\n{'':12s} {self.later_steps.line('later steps')}"
         )
 
 
@@ -301,7 +314,8 @@ def measure(
                 args.steps,
                 _own_cpu_seconds() - generator_cpu,
                 tuple(timeline),
-                later_steps(step_times, model.spans),
+                step_waits(step_times, model.spans, first=True),
+                step_waits(step_times, model.spans, first=False),
                 workers,
             )
             print(result.line(), flush=True)

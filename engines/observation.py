@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from veriloop.engines.dom_context import CompactPage, compact_tree
 from veriloop.engines.skeleton import (
@@ -66,6 +67,13 @@ def capture_page_state(
     return _capture(url, dom, active_element, background_from, compact=False)[0]
 
 
+def stored_page_state(
+    url: str, dom: str | bytes | None, active_element: str | None
+) -> dict[str, Any]:
+    """:func:`capture_page_state` in the form graph state keeps (:meth:`BeforeState.stored`)."""
+    return capture_page_state(url, dom, active_element).stored()
+
+
 def _capture(
     url: str,
     dom: str | bytes | None,
@@ -105,8 +113,9 @@ class ObservationList:
     meaningful_content_change: bool
     url_changed: bool
     client_saw_something: bool
-    page_state: BeforeState
-    """The current page as a ``before_state`` for the next action (the same parse)."""
+    page_state: dict[str, Any]
+    """The current page as the next action's ``before_state``, from the same parse, in the form
+    graph state keeps (:meth:`BeforeState.stored`)."""
     compact_page: CompactPage | None = None
     """The current page's compact form for the next prompt, from the same parse (``keep_compact``)."""
 
@@ -227,6 +236,6 @@ def build_observation_list(
         meaningful_content_change=meaningful,
         url_changed=url_changed,
         client_saw_something=bool(client_observations and client_observations.saw_something),
-        page_state=now,
+        page_state=now.stored(),
         compact_page=page,
     )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,14 +110,14 @@ class ActionObservation:
     """The observation lines and typed flags, as a not-yet-judged result (failed, confidence 0)."""
     no_change: VerificationResult | None
     """The deterministic failure when nothing changed and the client witnessed nothing; else None."""
-    page_state: BeforeState
-    """The current page, ready to be the ``before_state`` of the next action."""
+    page_state: dict[str, Any]
+    """The current page, ready to be the ``before_state`` of the next action (``BeforeState.stored``)."""
     fingerprint: str
     """Fingerprint of (verified action, page it acted on)."""
 
 
 def observe_page(
-    before: BeforeState,
+    before: BeforeState | Mapping[str, Any],
     dom: str,
     url: str,
     client: ClientObservations | None,
@@ -126,7 +126,9 @@ def observe_page(
 ) -> tuple[ObservationList, str]:
     """The page work of :func:`observe_action` in one call, which may run in a page process: the
     observation list (with the page's compact form for the next prompt) and the fingerprint of
-    ``action`` on the page it acted on."""
+    ``action`` on the page it acted on. ``before`` may be a stored dump: it is parsed here, where the
+    page work runs, not in the process that forwards it."""
+    before = BeforeState.model_validate(before)
     observed = build_observation_list(before, dom, url, client, active, action, keep_compact=True)
     return observed, action_fingerprint(action, before)
 
@@ -135,7 +137,7 @@ async def observe_action(
     *,
     action: str,
     step_index: int,
-    before_state: BeforeState,
+    before_state: BeforeState | Mapping[str, Any],
     current_dom: str,
     current_url: str,
     client_observations: ClientObservations | None = None,
@@ -313,7 +315,8 @@ async def verify_action_with_observations(
             search=search,
             log=log,
         )
-    return VerificationOutcome(result, usage, observed.page_state, observed.fingerprint)
+    page_state = BeforeState.model_validate(observed.page_state)
+    return VerificationOutcome(result, usage, page_state, observed.fingerprint)
 
 
 async def _grounded(

@@ -9,7 +9,7 @@ from veriloop.engines.lookahead import audit_ahead_allowed, lookahead_allowed
 from veriloop.engines.verification import observe_action
 from veriloop.graph.state import State
 from veriloop.nodes.support import offload, plan_of
-from veriloop.schemas.observation import BeforeState, ClientObservations
+from veriloop.schemas.observation import ClientObservations
 from veriloop.schemas.records import ActionRecord
 
 
@@ -22,7 +22,7 @@ async def observation(state: State, runtime: Runtime[Context]) -> dict:
     observed = await observe_action(
         action=last.action,
         step_index=last.step_index,
-        before_state=BeforeState.model_validate(state["before_state"]),
+        before_state=state["before_state"],  # parsed by the page work, not here
         current_dom=state["dom"],
         current_url=state["url"],
         client_observations=ClientObservations.model_validate(client) if client else None,
@@ -33,7 +33,7 @@ async def observation(state: State, runtime: Runtime[Context]) -> dict:
     plan, step_index = plan_of(state), state.get("current_step_index", 0)
     ahead = ctx.lookahead and observed.no_change is None
     update: dict = {
-        "page_state": observed.page_state.model_dump(),
+        "page_state": observed.page_state,
         "action_fingerprints": [observed.fingerprint],
         "action_observation": observed.facts.model_dump(),
         # Only when a success would lead on at once: a repeat or a spent budget goes to correction.

@@ -11,7 +11,7 @@ from veriloop.engines.dom_context import (
     remember_compact_page,
 )
 from veriloop.engines.log import TaskLogger, task_logger
-from veriloop.engines.observation import capture_page_state
+from veriloop.engines.observation import stored_page_state
 from veriloop.engines.step_context import StepContext
 from veriloop.graph.io import current_verification
 from veriloop.graph.state import State
@@ -31,14 +31,13 @@ def offload(ctx: Context) -> Offload:
 
 
 async def page_state(state: State, ctx: Context) -> dict[str, Any]:
-    """BeforeState dump of the current observation: the one computed this run, else captured now
-    (a task's first page), off the event loop as the observation's is."""
+    """The current observation's page state (``BeforeState.stored``): the one computed this run,
+    else captured now (a task's first page), off the event loop as the observation's is."""
     if state.get("page_state"):
         return state["page_state"]
-    captured = await offload(ctx)(
-        capture_page_state, state["url"], state["dom"], state.get("active_element")
+    return await offload(ctx)(
+        stored_page_state, state["url"], state["dom"], state.get("active_element")
     )
-    return captured.model_dump()
 
 
 def plan_of(state: State) -> Plan | None:

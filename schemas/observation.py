@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
+from pydantic_core import from_json, to_json
 
 from veriloop.schemas.base import WireModel
 
@@ -71,6 +72,26 @@ class BeforeState(WireModel):
         " None when extraction failed.",
     )
 
+    @field_validator("semantic_skeleton", mode="before")
+    @classmethod
+    def _parsed(cls, value: Any) -> Any:
+        return from_json(value) if isinstance(value, str | bytes) else value
+
+    def stored(self) -> dict[str, Any]:
+        """The dump graph state keeps: the skeleton as compact JSON text, beside its element count.
+
+        The serving process stores, loads and forwards a page state at every step; as text it
+        does so without building and walking the skeleton's hundreds of small dicts. Only the page
+        work, which compares skeletons, parses it (this model accepts either form)."""
+        skeleton = self.semantic_skeleton
+        return {
+            "url": self.url,
+            "dom_hash": self.dom_hash,
+            "active_element": self.active_element,
+            "semantic_skeleton": None if skeleton is None else to_json(skeleton).decode(),
+            "skeleton_elements": None if skeleton is None else len(skeleton.get("elements", ())),
+        }
+
 
 class BeforeStateSummary(WireModel):
     """The page an action was chosen on, without the skeleton itself (what a history record keeps)."""
@@ -85,7 +106,8 @@ class BeforeStateSummary(WireModel):
 
     @classmethod
     def of(cls, before_state: Mapping[str, Any]) -> BeforeStateSummary:
-        """The summary of a BeforeState dump (or of a summary: records of older tasks carry either)."""
+        """The summary of a BeforeState dump, stored (``BeforeState.stored``) or whole, or of a summary
+        (records of older tasks carry any of these)."""
         skeleton = before_state.get("semantic_skeleton")
         return cls(
             url=before_state["url"],

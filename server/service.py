@@ -269,6 +269,8 @@ class TaskService:
         return entry
 
     def _check_dom(self, dom: str) -> None:
+        if len(dom) * 4 <= self.max_dom_bytes:  # no code point takes more than 4 bytes of UTF-8
+            return  # the usual case, without encoding a copy of the page to count its bytes
         size = len(dom.encode("utf-8"))
         if size > self.max_dom_bytes:
             raise DomTooLarge(

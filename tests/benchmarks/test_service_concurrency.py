@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from benchmarks.service_concurrency import StepTime, later_steps
+from benchmarks.service_concurrency import StepTime, step_waits
 from veriloop.llm.scripted import ScriptedRequest, Span
 
 
@@ -33,13 +33,17 @@ def test_side_by_side_calls_count_once_and_the_rest_is_queueing():
         # tab 12, step 1 (tab 1's pattern must not take it): one call
         span(12, 3.5, 5.0),
     ]
-    waits = later_steps(steps, spans)
+    waits = step_waits(steps, spans, first=False)
     assert waits.latency_s == 3.5  # median of 4.0 and 3.0
     assert waits.model_s == (1.5 + 1.5) / 2
     assert waits.before_model_s == (1.0 + 0.5) / 2
     assert waits.after_model_s == (1.5 + 1.0) / 2
+    assert waits.slowest_s == 4.0
+    first = step_waits(steps, spans, first=True)
+    assert (first.latency_s, first.model_s, first.before_model_s) == (3.0, 2.4, 0.5)
+    assert first.after_model_s == 3.0 - 2.9
 
 
 def test_one_step_tasks_have_no_later_steps():
-    waits = later_steps([StepTime(0, 0, 0.0, 1.0)], [span(0, 0.1, 0.9)])
+    waits = step_waits([StepTime(0, 0, 0.0, 1.0)], [span(0, 0.1, 0.9)], first=False)
     assert math.isnan(waits.latency_s)

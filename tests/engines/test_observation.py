@@ -11,7 +11,7 @@ from veriloop.engines.observation import (
     compute_dom_hash,
 )
 from veriloop.engines.skeleton import extract_semantic_skeleton
-from veriloop.schemas.observation import BeforeState, ClientObservations
+from veriloop.schemas.observation import BeforeState, BeforeStateSummary, ClientObservations
 
 URL = "https://clinic.example/patients/new"
 
@@ -54,13 +54,32 @@ def test_capture_page_state_keeps_hash_when_skeleton_extraction_fails(page, monk
     assert state.dom_hash == compute_dom_hash(page())
 
 
+def test_the_stored_page_state_keeps_the_skeleton_as_text_and_reads_back_whole(page):
+    state = capture_page_state(URL, page(), active_element="input#patient_name")
+    stored = state.stored()
+    assert isinstance(stored["semantic_skeleton"], str)  # stored and forwarded unparsed
+    assert stored == observation.stored_page_state(URL, page(), "input#patient_name")
+    assert BeforeState.model_validate(stored) == state  # either form validates to the same page
+    assert BeforeState.model_validate(state.model_dump()) == state
+    summary = BeforeStateSummary.of(stored)
+    assert summary.skeleton_elements == len(state.semantic_skeleton["elements"]) > 0
+    assert summary == BeforeStateSummary.of(state.model_dump())
+
+
+def test_a_page_state_without_skeleton_is_stored_without_one(page, monkeypatch):
+    monkeypatch.setattr(observation, "skeleton_from_tree", lambda root: 1 / 0)
+    stored = capture_page_state(URL, page()).stored()
+    assert stored["semantic_skeleton"] is None and stored["skeleton_elements"] is None
+    assert BeforeState.model_validate(stored).semantic_skeleton is None
+
+
 def test_one_parse_serves_the_observation_list_and_the_next_before_state(page, monkeypatch):
     start, parses = before(page()), []
     real = observation.parse_utf8
     monkeypatch.setattr(observation, "parse_utf8", lambda data: parses.append(1) or real(data))
     result = build_observation_list(start, page(button="Saved"), URL)
     assert len(parses) == 1
-    assert result.page_state == capture_page_state(URL, page(button="Saved"))
+    assert result.page_state == capture_page_state(URL, page(button="Saved")).stored()
 
 
 # --- URL --------------------------------------------------------------------------------------
@@ -184,7 +203,7 @@ def test_current_skeleton_failure_falls_back_to_hash_only(page, monkeypatch):
     monkeypatch.setattr(observation, "skeleton_from_tree", lambda root: 1 / 0)
     result = build_observation_list(start, page(ticker="12:00:02"), URL)
     assert result.observations[1] == "Page content updated (DOM changed)"
-    assert result.page_state.semantic_skeleton is None
+    assert result.page_state["semantic_skeleton"] is None
 
 
 def test_empty_current_dom_uses_the_hash(page):

@@ -11,6 +11,7 @@ from veriloop.engines.dom_context import (
     hint_words,
     page_element_ids,
 )
+from veriloop.schemas.observation import BeforeState
 
 
 def test_small_page_is_shown_whole_but_compacted(page):
@@ -162,7 +163,7 @@ async def test_a_verified_page_is_parsed_once_for_its_verdict_and_the_next_promp
     observed = await observe_action(
         action="click(4)",
         step_index=0,
-        before_state=before,
+        before_state=before.stored(),  # as graph state keeps it
         current_dom=after_page,
         current_url="http://app.test/",
         offload=offload_for(page_processes),
@@ -170,7 +171,9 @@ async def test_a_verified_page_is_parsed_once_for_its_verdict_and_the_next_promp
     page = dom_context.compact_page(after_page)
 
     assert observed.facts.meaningful_content_change
-    assert observed.page_state.semantic_skeleton  # the next action's before_state, whole
+    # The next action's before_state, whole, with its skeleton as text for the serving process.
+    assert isinstance(observed.page_state["semantic_skeleton"], str)
+    assert BeforeState.model_validate(observed.page_state).semantic_skeleton["elements"]
     assert len(parses) == parsed_here, parses
     assert page == dom_context.read_compact_page(after_page)  # what a parse of its own gives
     assert 130 in page.element_ids  # the new row

@@ -8,6 +8,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from veriloop.agent import Agent, TaskFinishedError
 from veriloop.context import Context
 from veriloop.prompts.progress import CONTINUATION_SENTENCE, LOOKAHEAD_SENTENCE
+from veriloop.schemas.observation import BeforeState
 
 GOAL = "Add a patient named Jas"
 
@@ -61,7 +62,9 @@ def test_add_patient_jas_verifies_every_action_and_completes_once(agent, jas, ob
     assert all(a["before_state"]["skeleton_elements"] for a in task.actions)
     assert not any("semantic_skeleton" in a["before_state"] for a in task.actions)
     state = agent.graph.get_state({"configurable": {"thread_id": task.task_id}}).values
-    assert state["before_state"]["semantic_skeleton"]["elements"]
+    # ... kept as JSON text, which the serving process stores and forwards without parsing it
+    assert isinstance(state["before_state"]["semantic_skeleton"], str)
+    assert BeforeState.model_validate(state["before_state"]).semantic_skeleton["elements"]
     assert state["before_state"]["url"] == task.actions[-1]["before_state"]["url"]
     assert [a["plan_step_index"] for a in executed] == [0, 1, 2]
     assert task.status == "completed"

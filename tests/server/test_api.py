@@ -132,6 +132,8 @@ BAD_BODIES = {
     ),
     "negative stepIndex": ({"url": "u", "dom": "<p/>", "stepIndex": -1}, 422, "stepIndex"),
     "dom over the limit": ({"url": "u", "dom": "x" * 20_001}, 413, "20000 bytes"),
+    # 10,001 characters, 20,002 bytes of UTF-8: the limit counts bytes
+    "multi-byte dom over the limit": ({"url": "u", "dom": "é" * 10_001}, 413, "20002 bytes"),
     "unknown task": ({"url": "u", "dom": "<p/>", "taskId": "no-such-task"}, 404, "no-such-task"),
     "stale stepIndex": ({"url": "u", "dom": "<p/>", "stepIndex": 7}, 409, "stale"),
 }
