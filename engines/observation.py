@@ -69,9 +69,11 @@ def capture_page_state(
 
 def stored_page_state(
     url: str, dom: str | bytes | None, active_element: str | None
-) -> dict[str, Any]:
-    """:func:`capture_page_state` in the form graph state keeps (:meth:`BeforeState.stored`)."""
-    return capture_page_state(url, dom, active_element).stored()
+) -> tuple[dict[str, Any], CompactPage | None]:
+    """:func:`capture_page_state` in the form graph state keeps (:meth:`BeforeState.stored`), and
+    the page's compact form for the prompts from the same parse (a task's first page)."""
+    state, page = _capture(url, dom, active_element, None, compact=True)
+    return state.stored(), page
 
 
 def _capture(

@@ -11,7 +11,7 @@ from veriloop.engines.log import MISSING_BEFORE_STATE
 from veriloop.engines.planning import plan_next
 from veriloop.graph.state import State
 from veriloop.llm import get_llm
-from veriloop.nodes.support import plan_of, step_context, task_log
+from veriloop.nodes.support import page_state, plan_of, step_context, task_log
 
 
 async def planning(state: State, runtime: Runtime[Context]) -> dict:
@@ -26,6 +26,9 @@ async def planning(state: State, runtime: Runtime[Context]) -> dict:
             f"action {actions[-1]['action']} not verified",
             level=logging.WARNING,
         )
+    # A task's first page: its page state (which action_generation records) and the compact
+    # page the prompts read, from one parse.
+    captured = await page_state(state, ctx)
     plan = plan_of(state)
     now = await step_context(state, ctx)
     validation = state.get("plan_validation") or {}
@@ -43,6 +46,7 @@ async def planning(state: State, runtime: Runtime[Context]) -> dict:
     if outcome.generated:
         log.info("plan generated: %d steps", len(outcome.plan.steps))
     return {
+        "page_state": captured,
         "plan": outcome.plan.model_dump(),
         "current_step_index": outcome.step_index,
         "current_sub_task_index": outcome.sub_task_index,

@@ -32,12 +32,16 @@ def offload(ctx: Context) -> Offload:
 
 async def page_state(state: State, ctx: Context) -> dict[str, Any]:
     """The current observation's page state (``BeforeState.stored``): the one computed this run,
-    else captured now (a task's first page), off the event loop as the observation's is."""
+    else captured now (a task's first page) off the event loop, as the observation's is, with the
+    compact page the prompts read from the same parse."""
     if state.get("page_state"):
         return state["page_state"]
-    return await offload(ctx)(
+    stored, page = await offload(ctx)(
         stored_page_state, state["url"], state["dom"], state.get("active_element")
     )
+    if page is not None:
+        remember_compact_page(state["dom"], page)
+    return stored
 
 
 def plan_of(state: State) -> Plan | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import veriloop.engines.observation as observation
+from veriloop.engines.dom_context import compact_page
 from veriloop.engines.observation import (
     build_observation_list,
     capture_page_state,
@@ -58,7 +59,9 @@ def test_the_stored_page_state_keeps_the_skeleton_as_text_and_reads_back_whole(p
     state = capture_page_state(URL, page(), active_element="input#patient_name")
     stored = state.stored()
     assert isinstance(stored["semantic_skeleton"], str)  # stored and forwarded unparsed
-    assert stored == observation.stored_page_state(URL, page(), "input#patient_name")
+    assert (stored, compact_page(page())) == observation.stored_page_state(
+        URL, page(), "input#patient_name"
+    )  # and the compact page, from the same parse
     assert BeforeState.model_validate(stored) == state  # either form validates to the same page
     assert BeforeState.model_validate(state.model_dump()) == state
     summary = BeforeStateSummary.of(stored)

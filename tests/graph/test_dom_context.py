@@ -180,6 +180,19 @@ async def test_a_verified_page_is_parsed_once_for_its_verdict_and_the_next_promp
     assert "Hidden delete" not in page.html
 
 
+def test_a_task_s_first_step_parses_its_page_once(agent, jas, observe, parses):
+    # Planning, refinement and the action read the compact page, and the action records the page
+    # state: one parse gives both.
+    from veriloop.engines import dom_context
+
+    dom_context.compact_page.cache.clear()  # other tests compacted these fixture pages
+    parses.clear()
+    first = agent.step(observe("patients", query="Add a patient named Jas"))
+
+    assert first.action == "click(4)"
+    assert len(parses) == 1, parses
+
+
 def test_each_step_of_a_task_parses_its_page_once_after_the_first(
     agent, jas, observe, verdict, parses
 ):
