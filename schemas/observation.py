@@ -75,7 +75,15 @@ class BeforeState(WireModel):
     @field_validator("semantic_skeleton", mode="before")
     @classmethod
     def _parsed(cls, value: Any) -> Any:
-        return from_json(value) if isinstance(value, str | bytes) else value
+        if not isinstance(value, str | bytes):
+            return value
+        # Text that is not a skeleton is a lost skeleton, as when extraction fails, not a lost
+        # step: verification compares hashes instead.
+        try:
+            parsed = from_json(value)
+        except ValueError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
 
     def stored(self) -> dict[str, Any]:
         """The dump graph state keeps: the skeleton as compact JSON text, beside its element count.

@@ -69,6 +69,14 @@ def test_the_stored_page_state_keeps_the_skeleton_as_text_and_reads_back_whole(p
     assert summary == BeforeStateSummary.of(state.model_dump())
 
 
+@pytest.mark.parametrize("text", ['{"elements": {"4": ', "[1, 2]", "null"])
+def test_stored_text_that_is_not_a_skeleton_verifies_by_the_hash(page, text):
+    stored = {**before(page()).stored(), "semantic_skeleton": text}
+    assert BeforeState.model_validate(stored).semantic_skeleton is None
+    result = build_observation_list(BeforeState.model_validate(stored), page(button="Saved"), URL)
+    assert result.observations[1:] == [observation.CONTENT_UPDATED_HASH]
+
+
 def test_a_page_state_without_skeleton_is_stored_without_one(page, monkeypatch):
     monkeypatch.setattr(observation, "skeleton_from_tree", lambda root: 1 / 0)
     stored = capture_page_state(URL, page()).stored()
