@@ -60,6 +60,10 @@ class Observation(WireModel):
     )
 
 
+def _element_count(skeleton: Mapping[str, Any]) -> int:
+    return len(skeleton.get("elements", ()))
+
+
 class BeforeState(WireModel):
     """The page as it was when an action was chosen; verification compares the next page against it."""
 
@@ -97,7 +101,7 @@ class BeforeState(WireModel):
             "dom_hash": self.dom_hash,
             "active_element": self.active_element,
             "semantic_skeleton": None if skeleton is None else to_json(skeleton).decode(),
-            "skeleton_elements": None if skeleton is None else len(skeleton.get("elements", ())),
+            "skeleton_elements": None if skeleton is None else _element_count(skeleton),
         }
 
 
@@ -121,7 +125,7 @@ class BeforeStateSummary(WireModel):
             url=before_state["url"],
             dom_hash=before_state["dom_hash"],
             active_element=before_state.get("active_element"),
-            skeleton_elements=len(skeleton.get("elements", []))
+            skeleton_elements=_element_count(skeleton)
             if isinstance(skeleton, dict)
             else before_state.get("skeleton_elements"),
         )
