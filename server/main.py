@@ -22,9 +22,9 @@ EVENT_LOOP = "asyncio" if sys.platform == "win32" else "uvloop"
 HTTP_PARSER = "httptools"
 """uvicorn's event loop and HTTP parser, named rather than left to "auto", which quietly falls back
 to asyncio and h11 when uvloop and httptools are not installed (as on a plain install before they
-were dependencies). ``benchmarks.service_concurrency``, alternated: the serving process spent about
-1.5 ms more of a step without them (23-24 against 21-22 ms), and 100 tasks took 1.32-1.35x the
-model's time against 1.29x."""
+were dependencies). ``benchmarks.service_concurrency``, alternated: the service spent about 1.5 ms
+more CPU a step without them (23-24 against 21-22 ms), and 100 tasks took 1.32-1.35x the model's
+time against 1.29x."""
 GC_THRESHOLD = (10_000, 10, 10)
 """Allocations between young collections (Python's default is 700), then as many collections of
 each generation before the next older one. Each step allocates tens of thousands of short-lived
