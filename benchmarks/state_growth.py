@@ -114,8 +114,10 @@ async def sqlite_steps(html: str, steps: int) -> Loads:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--steps", type=int, default=40, help="steps of the task (at least 11)")
     args = parser.parse_args()
+    if args.steps < 11:  # the figures compare step 5 with the last ten steps after step 10
+        parser.error("--steps must be at least 11")
     name, html = mid_size_page()
     print(f"page: {name} ({len(html.encode()) / 1024:.0f} kB); {args.steps} steps")
     model = ScriptedModelServer().start()

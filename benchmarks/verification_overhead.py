@@ -67,7 +67,7 @@ def main(
             {
                 "page": pair.name,
                 "chars": len(after),
-                "elements": len(result.page_state.semantic_skeleton["elements"]),
+                "elements": result.page_state["skeleton_elements"],
                 "mutations": pair.mutations,
                 "observations": result.observations,
                 "meaningful_content_change": result.meaningful_content_change,

@@ -5,6 +5,10 @@ and no status contradicts the page's (or the project's) own truth."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -96,3 +100,34 @@ def test_a_plan_run_through_the_local_model(tmp_path, proxy, monkeypatch) -> Non
     assert turns and all(e.status == 200 for e in turns), turns
     assert report.usage["execution"]["calls"] == len(turns)
     assert report.usage["execution"]["cost_usd"] > 0
+
+
+def test_the_local_model_benchmark_prints_its_result_line(tmp_path, local_model) -> None:
+    """``benchmarks.local_model_eval`` in its smallest run, against the same local server."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.local_model_eval",
+            "--upstream",
+            local_model.base_url,
+            "--model",
+            local_model.model,
+            "--tasks",
+            "click-button",
+            "--episodes",
+            "1",
+            "--max-steps",
+            "1",
+            "--out",
+            str(tmp_path / "eval"),
+        ],
+        cwd=Path(__file__).parents[2],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1].startswith("RESULT episodes=1 "), done.stdout[
+        -3000:
+    ]
