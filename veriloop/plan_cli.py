@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -89,6 +90,9 @@ class RunSettings:
     report: str | None = None
     endpoint: str | None = None
     scripted: bool = False
+    sandbox: str = "auto"
+    pass_env: list[str] = field(default_factory=list)
+    """Names only: the values are read from the environment of whichever process runs the steps."""
     started: float = field(default_factory=time.time)
 
     def context(self):
@@ -103,7 +107,13 @@ class RunSettings:
             )
             if value
         }
-        return PlanContext(workspace=self.workspace, review_critical_steps=self.review, **extra)
+        return PlanContext(
+            workspace=self.workspace,
+            review_critical_steps=self.review,
+            sandbox=self.sandbox,
+            pass_env=",".join(self.pass_env),
+            **extra,
+        )
 
 
 def save_settings(db: Path, run_id: str, settings: RunSettings) -> None:
@@ -477,6 +487,23 @@ def run_command(
             "--review/--no-review", help="Model review of critical steps' output (needs a model)."
         ),
     ] = True,
+    sandbox: Annotated[
+        str,
+        typer.Option(
+            "--sandbox",
+            help="auto: run shell steps, command checks and tests in bubblewrap when it works here; "
+            "required: in bubblewrap or not at all; off: never (a manifest can only make it stricter).",
+            click_type=click.Choice(["auto", "required", "off"]),
+        ),
+    ] = "auto",
+    pass_env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--pass-env",
+            help="Pass this environment variable to steps' processes (repeatable); they get only "
+            "PATH, LANG, LC_*, TZ, TERM, HOME=workspace and TMPDIR otherwise.",
+        ),
+    ] = None,
 ) -> None:
     """Run a manifest (or a plan written from --goal); exit 0 only when every step's checks passed."""
     from veriloop.context import cli_settings
@@ -499,6 +526,8 @@ def run_command(
             concurrency=concurrency,
             report=str(report.resolve()) if report else None,
             endpoint=_endpoint() if model_configured() else None,
+            sandbox=sandbox,
+            pass_env=list(pass_env or ()),
         )
         try:
             context = settings.context()
