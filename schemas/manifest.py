@@ -31,6 +31,10 @@ CheckKind = Literal["predicate", "command"]
 SandboxMode = Literal["auto", "required", "off"]
 """How a step's processes run: required: in bubblewrap or not at all; auto: in bubblewrap when it
 works on this machine; off: never sandboxed."""
+PlanShell = Literal["off", "sandboxed", "host"]
+"""Whether plan runs started over HTTP may start processes (shell steps, command checks, test
+runs): off: never, a manifest asking for one is a 422; sandboxed: only in bubblewrap (no network,
+the workspace the only writable folder); host: unsandboxed, as the service's user."""
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)]
 
 MAX_RETRIES_CAP = 5

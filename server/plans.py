@@ -44,12 +44,11 @@ from veriloop.schemas.api import (
     PlanRunRequest,
     PlanRunStarted,
 )
-from veriloop.schemas.manifest import AgentSpec, Manifest, ManifestStep
+from veriloop.schemas.manifest import AgentSpec, Manifest, ManifestStep, PlanShell
 from veriloop.schemas.plan_run import FINISHED_STATUSES, PlanRunReport, ReviewDecision
 from veriloop.server.index import now
 from veriloop.server.locks import LocalLocks, PostgresLocks, TaskBusy
 from veriloop.server.service import InvalidField, ServiceError
-from veriloop.server.settings import PlanShell
 from veriloop.server.tenants import current_tenant
 
 log = logging.getLogger("veriloop.server.plans")

@@ -6,17 +6,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, get_args
+from typing import get_args
 
 from veriloop.context import PlanContext
+from veriloop.schemas.manifest import PlanShell
 from veriloop.server.tenants import load_api_keys
 
 DEFAULT_DATABASE_URL = "sqlite:///veriloop.sqlite"
 """One SQLite file in the working directory: the embedded default (one process)."""
-PlanShell = Literal["off", "sandboxed", "host"]
-"""Whether plan runs started over HTTP may start processes (shell steps, command checks, test
-runs): off: never, a manifest asking for one is a 422; sandboxed: only in bubblewrap (no network,
-the workspace the only writable folder); host: unsandboxed, as the service's user."""
 
 
 @dataclass(frozen=True, kw_only=True)

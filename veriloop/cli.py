@@ -15,7 +15,6 @@ from functools import reduce
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -32,6 +31,7 @@ from rich.table import Table
 from veriloop.engines.targets import shorten
 from veriloop.plan_cli import plan_app
 from veriloop.runners.miniwob.cli import eval_app
+from veriloop.schemas.manifest import PlanShell
 
 app = typer.Typer(
     help="veriloop: a browser agent that verifies every action against what actually happened.",
@@ -345,14 +345,13 @@ def serve(
         ),
     ] = None,
     plan_shell: Annotated[
-        str | None,
+        PlanShell | None,
         typer.Option(
             "--plan-shell",
             envvar="VERILOOP_PLAN_SHELL",
             help="Whether plans posted over HTTP may run shell steps, command checks and tests: "
             "off (default: such a manifest is a 422), sandboxed (in bubblewrap: no network, no "
             "service environment, the workspace the only writable folder) or host (unsandboxed).",
-            click_type=click.Choice(["off", "sandboxed", "host"]),
         ),
     ] = None,
 ) -> None:

@@ -34,13 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from veriloop.llm.endpoint import describe_model, model_configured
+from veriloop.schemas.manifest import SandboxMode
 
 plan_app = typer.Typer(
     help="Plans of tool-using steps: run a manifest, resume a run, rewrite its report, the demo.",
@@ -90,7 +90,7 @@ class RunSettings:
     report: str | None = None
     endpoint: str | None = None
     scripted: bool = False
-    sandbox: str = "auto"
+    sandbox: SandboxMode = "auto"
     pass_env: list[str] = field(default_factory=list)
     """Names only: the values are read from the environment of whichever process runs the steps."""
     started: float = field(default_factory=time.time)
@@ -488,12 +488,11 @@ def run_command(
         ),
     ] = True,
     sandbox: Annotated[
-        str,
+        SandboxMode,
         typer.Option(
             "--sandbox",
             help="auto: run shell steps, command checks and tests in bubblewrap when it works here; "
             "required: in bubblewrap or not at all; off: never (a manifest can only make it stricter).",
-            click_type=click.Choice(["auto", "required", "off"]),
         ),
     ] = "auto",
     pass_env: Annotated[
