@@ -23,7 +23,7 @@ from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 
-from veriloop.engines.plan.sandbox import DEFAULT_CONFINEMENT, Confinement
+from veriloop.engines.plan.sandbox import DEFAULT_CONFINEMENT, Confinement, ProcessRefused
 from veriloop.engines.plan.testrun import run_command
 from veriloop.engines.plan.tools import as_langchain_tool, openai_tool_schema
 from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError, Message, ToolCall, ToolTurn
@@ -328,17 +328,11 @@ async def run_shell_step(
             split_stderr=True,
             confinement=confinement,
         )
-    except OSError as exc:
+    except (OSError, ProcessRefused) as exc:
         return ExecutionResult(
             ok=False,
             output={"exit_code": None, "stdout": "", "stderr": ""},
             error=f"could not start the command in {str(workspace)!r}: {exc}",
-        )
-    if run.refused:
-        return ExecutionResult(
-            ok=False,
-            output={"exit_code": None, "stdout": "", "stderr": ""},
-            error=f"the command was not run: {run.refused}",
         )
     output = {"exit_code": run.exit_code, "stdout": run.output, "stderr": run.stderr}
     sandboxed = run.sandboxed

@@ -70,15 +70,17 @@ DEFAULT_CONFINEMENT = Confinement()
 """Sandbox auto, no network, nothing passed beyond the base environment."""
 
 
+class ProcessRefused(RuntimeError):
+    """A step's process must not start: its message is the one-line reason."""
+
+
 @dataclass(frozen=True)
 class Launch:
-    """How to start one command: the argv before the shell command, its environment, or why not."""
+    """How to start one command: the argv before the shell command, and its environment."""
 
     argv: tuple[str, ...]
     env: dict[str, str]
     sandboxed: bool
-    refused: str | None = None
-    """One line saying why the command must not start (then ``argv`` is empty)."""
 
 
 def stricter(*modes: SandboxMode | None) -> SandboxMode:
@@ -162,10 +164,11 @@ def launch(
     extra_env: Mapping[str, str] | None = None,
     writable: Sequence[Path] = (),
 ) -> Launch:
-    """How to start a shell command for this step: ``[*argv, "-c", command]`` with ``env``."""
+    """How to start a shell command for this step: ``[*argv, "-c", command]`` with ``env``;
+    ProcessRefused when it must not start (never unsandboxed under ``required``)."""
     refused = problem(confinement)
     if refused:
-        return Launch((), {}, sandboxed=False, refused=refused)
+        raise ProcessRefused(refused)
     sandboxed = will_sandbox(confinement)
     env = step_env(workspace, confinement, sandboxed=sandboxed, extra=extra_env)
     if not sandboxed:
@@ -208,6 +211,7 @@ __all__ = [
     "Confinement",
     "DEFAULT_CONFINEMENT",
     "Launch",
+    "ProcessRefused",
     "SANDBOX_MODES",
     "SandboxMode",
     "bwrap_problem",

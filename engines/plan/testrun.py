@@ -108,8 +108,6 @@ class CommandRun:
     """The tail of standard error when it was kept apart (otherwise it is in ``output``)."""
     sandboxed: bool = False
     """The command ran in bubblewrap."""
-    refused: str | None = None
-    """Why the command was not started at all (then nothing ran)."""
 
 
 def discover_test_command(step_id: str, workspace: Path) -> str | None:
@@ -186,10 +184,8 @@ async def run_command(
     :mod:`~veriloop.engines.plan.sandbox` plus ``env`` (veriloop's own plumbing), and runs in
     bubblewrap as ``confinement`` says, with ``writable`` folders besides the workspace. A command
     that must not start (``confinement`` forbids processes, or requires a sandbox that cannot
-    start) is not run: ``refused`` says why."""
+    start) raises ProcessRefused and runs nothing."""
     how = launch(Path(workspace), confinement, extra_env=env, writable=writable)
-    if how.refused:
-        return CommandRun(None, False, f"[not run: {how.refused}]", refused=how.refused)
     # Temporary files and reading them back are blocking calls: keep them off the event loop.
     sink, errors = await asyncio.to_thread(
         lambda: (tempfile.TemporaryFile(), tempfile.TemporaryFile())

@@ -15,7 +15,7 @@ import pytest
 
 from veriloop.engines.plan.execution import execute_step
 from veriloop.engines.plan.executors import run_shell_step
-from veriloop.engines.plan.sandbox import Confinement, bwrap_problem, step_env
+from veriloop.engines.plan.sandbox import Confinement, ProcessRefused, bwrap_problem, step_env
 from veriloop.engines.plan.testrun import run_command, run_tests
 from veriloop.schemas.manifest import CheckSpec, ManifestStep
 
@@ -197,6 +197,21 @@ async def test_required_without_bubblewrap_fails_the_step_and_runs_nothing(
         "/bin/touch ran.txt", workspace=workspace, timeout_s=10, confinement=Confinement()
     )
     assert fallback.ok and fallback.sandboxed is False and (workspace / "ran.txt").exists()
+
+
+@pytest.mark.anyio
+async def test_a_runner_that_forbids_processes_starts_none(workspace) -> None:
+    forbidden = Confinement(forbidden="no processes here")
+    (workspace / "test_x.py").write_text("def test_x():\n    open('ran', 'w')\n")
+    with pytest.raises(ProcessRefused, match="no processes here"):
+        await run_tests("pytest test_x.py", workspace, timeout_s=30, confinement=forbidden)
+    with pytest.raises(ProcessRefused):
+        await run_command("touch ran", workspace, timeout_s=30, confinement=forbidden)
+    shell = await run_shell_step(
+        "touch ran", workspace=workspace, timeout_s=30, confinement=forbidden
+    )
+    assert not shell.ok and shell.error.endswith(": no processes here")
+    assert not (workspace / "ran").exists()
 
 
 @pytest.mark.anyio
