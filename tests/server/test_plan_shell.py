@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from service_testkit import python_step, wait_for_run
 
+from veriloop.schemas.plan_outputs import ManifestDraft, StepDraft
 from veriloop.server.settings import Settings
 
 SECRET = "sk-service-secret-0123456789"
@@ -185,3 +186,21 @@ def test_plan_shell_comes_from_the_environment(monkeypatch) -> None:
     monkeypatch.setenv("VERILOOP_PLAN_SHELL", "anything")
     with pytest.raises(ValueError, match="plan_shell"):
         Settings.from_env()
+
+
+def test_a_model_written_command_approved_by_the_caller_still_does_not_run_when_off(
+    workspace, thread_server, sqlite_settings, scripted_model
+) -> None:
+    # Nothing to refuse at submission (a goal): the refusal happens when the step would start.
+    draft = ManifestDraft(steps=[StepDraft(id="leak", command="printenv > leaked.txt")])
+    scripted_model.script("planning", draft)
+    client = thread_server(sqlite_settings).client()
+    run_id = client.post("/api/plans", json={"goal": "Leak the keys"}).json()["runId"]
+    paused = wait_for_run(client, run_id)
+    assert [r["stepId"] for r in paused["pendingReviews"]] == ["leak"]
+    answer = {"decisions": {"leak": {"approved": True}}}
+    assert client.post(f"/api/plans/{run_id}/reviews", json=answer).status_code == 202
+    step = wait_for_run(client, run_id)["steps"]["leak"]
+    assert step["verificationStatus"] == "execution_failed"
+    assert "plan_shell=off" in step["diagnosis"]
+    assert not (workspace / "leaked.txt").exists()
