@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
-import threading
 from pathlib import Path
 
 import pytest
@@ -24,11 +22,6 @@ SECRET = "sk-test-do-not-leak-0123456789"
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def secrets(monkeypatch) -> None:
     """What a service's environment holds: none of it may reach a step."""
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
@@ -41,33 +34,6 @@ def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
     root.mkdir()
     return root
-
-
-@pytest.fixture
-def listener():
-    """A TCP server on loopback that records every connection it accepts."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    server.settimeout(0.2)
-    accepted: list[bool] = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                continue
-            accepted.append(True)
-            conn.close()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], accepted
-    stop.set()
-    thread.join(timeout=5)
-    server.close()
 
 
 def connect_script(port: int) -> str:
@@ -135,8 +101,10 @@ async def test_the_sandbox_writes_only_to_the_workspace(workspace, tmp_path) -> 
 
 
 @pytest.mark.anyio
-async def test_the_sandbox_has_no_network_unless_the_step_declares_it(workspace, listener) -> None:
-    port, accepted = listener
+async def test_the_sandbox_has_no_network_unless_the_step_declares_it(
+    workspace, tcp_listener
+) -> None:
+    port, accepted = tcp_listener
     denied = await run_shell_step(
         connect_script(port), workspace=workspace, timeout_s=20, confinement=SANDBOXED
     )

@@ -7,9 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import socket
 import tempfile
-import threading
 from pathlib import Path
 
 import pytest
@@ -31,33 +29,6 @@ def workspace(monkeypatch, tmp_path, scripted_model) -> Path:
     monkeypatch.setenv("VERILOOP_LLM_MAX_RETRIES", "0")
     monkeypatch.setenv("SERVICE_DB_PASSWORD", SECRET)
     return root
-
-
-@pytest.fixture
-def listener():
-    """A TCP server on loopback; ``accepted`` counts the connections it took."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    server.settimeout(0.2)
-    accepted: list[bool] = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                continue
-            accepted.append(True)
-            conn.close()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], accepted
-    stop.set()
-    thread.join(timeout=5)
-    server.close()
 
 
 SHELL_MANIFESTS = {
@@ -137,9 +108,9 @@ def test_a_sandboxed_service_refuses_what_its_sandbox_withholds(
 
 
 def test_a_sandboxed_step_cannot_read_the_service_environment_write_outside_or_open_a_socket(
-    workspace, thread_server, sqlite_settings, listener, tmp_path
+    workspace, thread_server, sqlite_settings, tcp_listener, tmp_path
 ) -> None:
-    port, accepted = listener
+    port, accepted = tcp_listener
     outside = Path(tempfile.mkdtemp(dir="/var/tmp"))  # outside /tmp, which the sandbox replaces
     command = "; ".join(
         [
