@@ -34,6 +34,7 @@ from sse_starlette import EventSourceResponse
 
 from veriloop.context import PlanContext
 from veriloop.engines.plan.manifest import ManifestError, load_manifest
+from veriloop.engines.plan.sandbox import bwrap_problem
 from veriloop.llm.base import LLMUnavailable
 from veriloop.plans import NoPendingReviewError, PlanRunner, UnknownRunError
 from veriloop.schemas.api import (
@@ -169,6 +170,8 @@ class PlanService:
     ) -> None:
         self.runner = PlanRunner(checkpointer, context=context)
         self.plan_shell = plan_shell
+        if plan_shell == "sandboxed" and (why := bwrap_problem()):
+            log.warning("plan_shell=sandboxed, but %s: plan steps that start processes fail", why)
         self.store = store
         self.locks = locks
         self.max_manifest_bytes = max_manifest_bytes

@@ -499,6 +499,7 @@ def run_command(
         list[str] | None,
         typer.Option(
             "--pass-env",
+            metavar="NAME",
             help="Pass this environment variable to steps' processes (repeatable); they get only "
             "PATH, LANG, LC_*, TZ, TERM, HOME=workspace and TMPDIR otherwise.",
         ),
@@ -507,6 +508,7 @@ def run_command(
     """Run a manifest (or a plan written from --goal); exit 0 only when every step's checks passed."""
     from veriloop.context import cli_settings
     from veriloop.engines.plan.manifest import ManifestError, load_manifest
+    from veriloop.engines.plan.sandbox import bwrap_problem
     from veriloop.llm import LLMUnavailable
     from veriloop.nodes.plan.support import tool_registry
 
@@ -565,6 +567,11 @@ def run_command(
     console.print(
         f"run [bold]{escape(run_id)}[/] in {escape(settings.workspace)} (db {escape(str(db))})"
     )
+    if sandbox != "off" and (why := bwrap_problem()):
+        consequence = (
+            "steps that start processes fail" if sandbox == "required" else "they run unsandboxed"
+        )
+        console.print(f"[yellow]sandbox {sandbox}: {escape(why)}; {consequence}[/]")
 
     async def go() -> int:
         async with _runner(db, settings, tool_objects) as runner:

@@ -104,3 +104,12 @@ def test_manifest_security_settings_are_read_and_checked() -> None:
         load_manifest({"steps": [{"id": "s", "command": "true", "env": ["A=B; rm"]}]})
     assert stricter("off", None) == "off" and stricter("auto", "required") == "required"
     assert stricter(None, None) == "auto" and stricter("required", "off") == "required"
+
+
+def test_without_bubblewrap_auto_says_so_in_one_line_and_runs_unsandboxed(run, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    code, output, report = run({"steps": [{"id": "s", "command": "/bin/touch ran"}]})
+    assert code == 0, output
+    assert "sandbox auto: bubblewrap (bwrap) is not installed" in output
+    assert "they run unsandboxed" in output
+    assert report.steps["s"].attempts[0].sandboxed is False and (run.workspace / "ran").exists()
