@@ -8,6 +8,7 @@ else pauses the step for review.
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -111,7 +112,7 @@ async def execute_step(
 ) -> ExecutionResult:
     """One execution of ``step``; an executor that cannot start is an execution failure, and so is
     a step that would start processes ``confinement`` cannot start (shell, command checks, tests)."""
-    refused = starts_processes(step) and problem(confinement)
+    refused = starts_processes(step) and await asyncio.to_thread(problem, confinement)
     if refused:
         return ExecutionResult(ok=False, error=f"step {step.id!r} was not run: {refused}")
     if step.executor == "shell":

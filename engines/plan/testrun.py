@@ -185,8 +185,11 @@ async def run_command(
     bubblewrap as ``confinement`` says, with ``writable`` folders besides the workspace. A command
     that must not start (``confinement`` forbids processes, or requires a sandbox that cannot
     start) raises ProcessRefused and runs nothing."""
-    how = launch(Path(workspace), confinement, extra_env=env, writable=writable)
-    # Temporary files and reading them back are blocking calls: keep them off the event loop.
+    # Finding bwrap (and probing it once), temporary files and reading them back are blocking
+    # calls: keep them off the event loop.
+    how = await asyncio.to_thread(
+        launch, Path(workspace), confinement, extra_env=env, writable=writable
+    )
     sink, errors = await asyncio.to_thread(
         lambda: (tempfile.TemporaryFile(), tempfile.TemporaryFile())
     )

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 
@@ -154,7 +155,9 @@ async def check(state: StepState, runtime: Runtime[PlanContext]) -> dict:
         update={
             "usage": add_usage(report.usage, review_usage),
             # Every process of a step starts the same way (one confinement, one cached probe).
-            "sandboxed": will_sandbox(confinement) if started_processes else None,
+            "sandboxed": await asyncio.to_thread(will_sandbox, confinement)
+            if started_processes
+            else None,
         }
     )
     attempts = [*history, report]
