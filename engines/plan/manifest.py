@@ -1112,7 +1112,8 @@ def apply_repair(
         _keep_contract(originals[step.id], step) if step.id in originals else step
         for step in new_steps
     ]
-    merged = Manifest(goal=manifest.goal, agents=agents, steps=[*survivors, *new_steps])
+    # model_copy: the manifest's other settings (its sandbox) survive a replan.
+    merged = manifest.model_copy(update={"agents": agents, "steps": [*survivors, *new_steps]})
     return _finish(reader, merged, tools, max_depth)
 
 

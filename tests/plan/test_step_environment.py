@@ -10,8 +10,9 @@ import yaml
 from typer.testing import CliRunner
 
 from veriloop.cli import app
-from veriloop.engines.plan.manifest import ManifestError, load_manifest
+from veriloop.engines.plan.manifest import ManifestError, apply_repair, load_manifest
 from veriloop.engines.plan.sandbox import stricter
+from veriloop.schemas.plan_outputs import RepairDraft, StepDraft
 from veriloop.schemas.plan_run import PlanRunReport
 
 SECRET = "sk-cli-secret-0123456789"
@@ -113,3 +114,12 @@ def test_without_bubblewrap_auto_says_so_in_one_line_and_runs_unsandboxed(run, m
     assert "sandbox auto: bubblewrap (bwrap) is not installed" in output
     assert "they run unsandboxed" in output
     assert report.steps["s"].attempts[0].sandboxed is False and (run.workspace / "ran").exists()
+
+
+def test_a_replan_keeps_the_manifests_sandbox() -> None:
+    manifest = load_manifest(
+        {"sandbox": "required", "steps": [{"id": "a", "command": "true"}, {"id": "b"}]}
+    )
+    repair = RepairDraft(summary="redo b", steps=[StepDraft(id="b2", command="make")])
+    repaired = apply_repair(manifest, repair, replaced=["b"], kept=["a"])
+    assert [s.id for s in repaired.steps] == ["a", "b2"] and repaired.sandbox == "required"
