@@ -61,12 +61,14 @@ def test_a_cli_step_gets_a_scrubbed_environment_plus_pass_env_and_its_declared_n
         assert "GITHUB_TOKEN=ghp-passed" in env and f"HOME={run.workspace}" in env
     assert "DECLARED_NAME" not in plain and "DECLARED_NAME=declared-value" in declared
     assert report.steps["plain"].attempts[0].sandboxed is True  # auto, and bwrap works here
+    assert " s, sandboxed, " in (run.workspace.parent / "out" / "report.html").read_text()
 
 
 def test_sandbox_off_runs_unsandboxed_and_the_report_says_so(run) -> None:
     code, output, report = run({"steps": [{"id": "s", "command": "true"}]}, "--sandbox", "off")
     assert code == 0, output
     assert report.steps["s"].attempts[0].sandboxed is False
+    assert " s, unsandboxed, " in (run.workspace.parent / "out" / "report.html").read_text()
 
 
 def test_a_manifest_can_only_make_the_sandbox_stricter(run, monkeypatch) -> None:
