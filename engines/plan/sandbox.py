@@ -9,9 +9,10 @@ Every process a plan run starts (shell steps, command checks, test runs) goes th
   ``VERILOOP_*``, database URLs and ``OPENAI_*`` never reach a step unless named there.
 - **Sandbox** (``bwrap``, Debian's ``bubblewrap``): the whole file system read-only, the workspace
   (and the caller's scratch folders) the only writable paths, a private ``/tmp``, ``/dev`` and
-  ``/proc``, every namespace unshared (no network unless the step declares it; the runner's other
-  processes invisible), ``/run`` empty (its sockets: databases, dbus, docker), the process tree killed with the step (``--die-with-parent``), a new
-  session (no terminal to inject keystrokes into).
+  ``/proc``, credential folders of the runner's home hidden, every namespace unshared (no network
+  unless the step declares it, and without it ``/run``'s sockets hidden too; the runner's other processes
+  invisible), the process tree killed with the step (``--die-with-parent``), a new session (no
+  terminal to inject keystrokes into).
 - **Modes** (:data:`SandboxMode`): ``required`` refuses to start a process it cannot sandbox;
   ``auto`` sandboxes when bwrap works and otherwise runs unsandboxed (the report says which);
   ``off`` never sandboxes. Whether bwrap works is probed once per binary.
@@ -191,8 +192,11 @@ def _isolation(workspace: Path, *, network: bool, hide: Sequence[str]) -> list[s
     """bwrap's options: read-only system, private /tmp, /dev and /proc, secrets hidden, then the
     workspace writable (after the tmpfs mounts, so a workspace under /tmp or a hidden folder works)."""
     options = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    # A socket file on a read-only mount still accepts connections: hide /run's (databases, dbus).
-    options += ["--tmpfs", "/run"]
+    if not network:
+        # A socket file on a read-only mount still accepts connections: hide /run's (databases,
+        # dbus, docker). A step with the network reaches loopback services anyway, and may need
+        # a resolver configured under /run.
+        options += ["--tmpfs", "/run"]
     for path in hide:
         if Path(path).is_dir():
             options += ["--tmpfs", str(path)]
