@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from typing_extensions import TypedDict
 
+from veriloop.schemas.manifest import SandboxMode
 from veriloop.schemas.usage import add_usage
 
 StepMove = Literal["verified", "retry", "partial_pass", "execution_failed", "oscillating"]
@@ -94,6 +95,8 @@ class StepInput(TypedDict, total=False):
     """Outputs of the step's dependencies (None for a skipped one)."""
     depth: int
     """Nesting depth of the run."""
+    sandbox: SandboxMode | None
+    """The manifest's sandbox setting (the stricter of it and the context's applies)."""
 
 
 class StepOutput(TypedDict, total=False):

@@ -9,9 +9,9 @@ normalised form that every layer passes around.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from veriloop.schemas.base import WireModel
 
@@ -28,6 +28,14 @@ Origin = Literal["user", "model"]
 """Who wrote a step: the user's manifest, or a model (meta-planner, replanner). Model-written shell
 commands run only when allowlisted or approved by a person."""
 CheckKind = Literal["predicate", "command"]
+SandboxMode = Literal["auto", "required", "off"]
+"""How a step's processes run: required: in bubblewrap or not at all; auto: in bubblewrap when it
+works on this machine; off: never sandboxed."""
+PlanShell = Literal["off", "sandboxed", "host"]
+"""Whether plan runs started over HTTP may start processes (shell steps, command checks, test
+runs): off: never, a manifest asking for one is a 422; sandboxed: only in bubblewrap (no network,
+the workspace the only writable folder); host: unsandboxed, as the service's user."""
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)]
 
 MAX_RETRIES_CAP = 5
 """Corrective attempts per step never exceed this, whatever the manifest says."""
@@ -39,6 +47,11 @@ class AgentSpec(WireModel):
     prompt: str = ""
     tools: list[str] = Field(default_factory=list)
     model: str | None = Field(default=None, description="Overrides the context's model.")
+    env: list[EnvName] = Field(
+        default_factory=list,
+        description="Environment variables the processes of this agent's steps need, passed from the "
+        "runner's environment (see docs/plans.md, Security).",
+    )
 
 
 class CheckSpec(WireModel):
@@ -98,6 +111,14 @@ class ManifestStep(WireModel):
         default=None, description="JSON schema the step's output must validate against."
     )
     timeout_s: float | None = Field(default=None, description="Overrides the context's timeout.")
+    env: list[EnvName] = Field(
+        default_factory=list,
+        description="Environment variables the step's processes need, passed from the runner's "
+        "environment (see docs/plans.md, Security).",
+    )
+    network: bool = Field(
+        default=False, description="The step's processes need the network inside the sandbox."
+    )
     origin: Origin = "user"
 
     @property
@@ -112,6 +133,10 @@ class Manifest(WireModel):
     goal: str = ""
     agents: dict[str, AgentSpec] = Field(default_factory=dict)
     steps: list[ManifestStep] = Field(default_factory=list)
+    sandbox: SandboxMode | None = Field(
+        default=None,
+        description="How the plan's processes run; the stricter of this and the run's setting applies.",
+    )
 
     def step(self, step_id: str) -> ManifestStep:
         """The step with ``step_id`` (KeyError when absent)."""

@@ -71,6 +71,11 @@ class ExecutionResult(WireModel):
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     error: str | None = Field(default=None, description="Why the executor failed, when not ok.")
     usage: dict[str, dict[str, Any]] = Field(default_factory=dict, description="Usage per purpose.")
+    sandboxed: bool | None = Field(
+        default=None,
+        description="The executor's process ran in bubblewrap (False: unsandboxed); None: it "
+        "started no process.",
+    )
 
 
 class CheckResult(WireModel):
@@ -101,6 +106,11 @@ class AttemptReport(WireModel):
     passed: bool = Field(description="Executed, and every applicable check passed.")
     usage: dict[str, dict[str, Any]] = Field(default_factory=dict)
     duration_s: float = 0.0
+    sandboxed: bool | None = Field(
+        default=None,
+        description="The processes of this attempt (shell step, command checks, test runs) ran in "
+        "bubblewrap (False: unsandboxed); None: it started none.",
+    )
 
 
 class StepResult(WireModel):

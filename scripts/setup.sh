@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates .venv with an editable install of veriloop, plus the Debian packages it needs when missing.
-#   scripts/setup.sh         the runtime dependencies (what `make demo` needs) and chromium
+#   scripts/setup.sh         the runtime dependencies (what `make demo` needs), chromium and bubblewrap
 #   scripts/setup.sh --dev   also the dev extra (tests, lint, notebooks, benchmarks) and graphviz
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,6 +56,9 @@ apt_install() {
 missing=()
 if [ ! -x "${VERILOOP_CHROMIUM:-/usr/bin/chromium}" ]; then
   missing+=(chromium)  # or set VERILOOP_CHROMIUM to a Chromium you have
+fi
+if ! command -v bwrap >/dev/null; then
+  missing+=(bubblewrap)  # the sandbox of plan steps' processes (docs/plans.md, Security)
 fi
 if [ "$mode" = dev ] && ! command -v dot >/dev/null; then
   missing+=(graphviz)  # the notebooks draw the graph with graphviz's dot, offline

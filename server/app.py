@@ -20,7 +20,7 @@ from fastapi.routing import APIRoute
 from langgraph.graph.state import CompiledStateGraph
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from veriloop.context import Context, PlanContext
+from veriloop.context import Context
 from veriloop.graph.builder import build_graph
 from veriloop.llm.base import LLMUnavailable
 from veriloop.page_processes import shutdown_page_processes
@@ -98,8 +98,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 persistence.checkpointer,
                 persistence.store,
                 persistence.locks,
-                context=PlanContext(),
+                context=settings.plan_context(),
                 max_manifest_bytes=settings.max_dom_bytes,
+                plan_shell=settings.plan_shell,
             )
             try:
                 yield

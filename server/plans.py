@@ -21,7 +21,7 @@ import json
 import logging
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Annotated, Any
 
@@ -33,6 +33,8 @@ from pydantic.alias_generators import to_camel
 from sse_starlette import EventSourceResponse
 
 from veriloop.context import PlanContext
+from veriloop.engines.plan.manifest import ManifestError, load_manifest
+from veriloop.engines.plan.sandbox import bwrap_problem
 from veriloop.llm.base import LLMUnavailable
 from veriloop.plans import NoPendingReviewError, PlanRunner, UnknownRunError
 from veriloop.schemas.api import (
@@ -43,6 +45,7 @@ from veriloop.schemas.api import (
     PlanRunRequest,
     PlanRunStarted,
 )
+from veriloop.schemas.manifest import AgentSpec, Manifest, ManifestStep, PlanShell
 from veriloop.schemas.plan_run import FINISHED_STATUSES, PlanRunReport, ReviewDecision
 from veriloop.server.index import now
 from veriloop.server.locks import LocalLocks, PostgresLocks, TaskBusy
@@ -163,8 +166,12 @@ class PlanService:
         *,
         context: PlanContext,
         max_manifest_bytes: int,
+        plan_shell: PlanShell = "off",
     ) -> None:
         self.runner = PlanRunner(checkpointer, context=context)
+        self.plan_shell = plan_shell
+        if plan_shell == "sandboxed" and (why := bwrap_problem()):
+            log.warning("plan_shell=sandboxed, but %s: plan steps that start processes fail", why)
         self.store = store
         self.locks = locks
         self.max_manifest_bytes = max_manifest_bytes
@@ -177,6 +184,8 @@ class PlanService:
     async def start(self, tenant: str, body: PlanRunRequest) -> PlanRunStarted:
         """Create a run and start it in the background (202)."""
         request = self._run_request(body)
+        if "manifest" in request:  # parsing is CPU work: off the event loop
+            await asyncio.to_thread(self._check_operator_settings, request["manifest"])
         run_id = body.run_id or _new_id()
 
         async def claim() -> None:
@@ -484,6 +493,73 @@ class PlanService:
                 "(VERILOOP_MAX_DOM_BYTES)"
             )
         return {"manifest": manifest, **({"goal": goal} if goal else {})}
+
+    def _check_operator_settings(self, raw: Any) -> None:
+        """422 for a manifest that asks for what the operator did not enable (the plan node would
+        reject one that does not parse: that is its call, with located problems)."""
+        context = self.runner.context
+        try:
+            manifest = load_manifest(raw, origin="user", max_depth=context.max_depth)
+        except ManifestError:
+            return
+        passed = {name.strip() for name in context.pass_env.split(",")}
+        refused = operator_refusals(manifest, self.plan_shell, passed)
+        if refused:
+            raise InvalidField("manifest", "; ".join(refused))
+
+
+def operator_refusals(manifest: Manifest, plan_shell: PlanShell, pass_env: set[str]) -> list[str]:
+    """What ``manifest`` asks for that the service's ``plan_shell`` setting does not allow, one
+    located sentence each: processes under ``off``; under ``sandboxed`` the network or no sandbox;
+    in any mode environment variables the operator does not pass (``VERILOOP_PASS_ENV``)."""
+    setting = f"this service's plan_shell={plan_shell} (veriloop serve --plan-shell)"
+    refused = []
+    if plan_shell == "sandboxed" and manifest.sandbox == "off":
+        refused.append(f"the manifest asks for sandbox: off, but {setting} sandboxes every step")
+    for where, agent_name, agent in _all_agents(manifest):
+        hidden = sorted(set(agent.env) - pass_env)
+        if hidden:
+            refused.append(
+                f"{where}agent {agent_name!r} declares env {', '.join(hidden)}, which this service "
+                "does not pass to steps (VERILOOP_PASS_ENV)"
+            )
+    for where, step in _all_steps(manifest):
+        label = f"{where}step {step.id!r}"
+        if plan_shell == "off":
+            runs = [
+                *([f"the shell command `{step.command}`"] if step.executor == "shell" else []),
+                *[f"the command check `{c.command}`" for c in step.checks if c.kind == "command"],
+                *([f"the test command `{step.test_command}`"] if step.test_command else []),
+                *(["a test run (requires_testing)"] if step.requires_testing else []),
+            ]
+            if runs:
+                refused.append(
+                    f"{label} runs {', '.join(runs)}, but {setting} runs no processes for plans"
+                )
+        if plan_shell == "sandboxed" and step.network:
+            refused.append(f"{label} declares network: true, but {setting} gives steps no network")
+        hidden = sorted(set(step.env) - pass_env)
+        if hidden:
+            refused.append(
+                f"{label} declares env {', '.join(hidden)}, which this service does not pass to "
+                "steps (VERILOOP_PASS_ENV)"
+            )
+    return refused
+
+
+def _all_steps(manifest: Manifest, where: str = "") -> Iterator[tuple[str, ManifestStep]]:
+    for step in manifest.steps:
+        yield where, step
+        if step.plan is not None:
+            yield from _all_steps(step.plan, f"{where}plan step {step.id!r}: ")
+
+
+def _all_agents(manifest: Manifest, where: str = "") -> Iterator[tuple[str, str, AgentSpec]]:
+    for name, agent in manifest.agents.items():
+        yield where, name, agent
+    for step in manifest.steps:
+        if step.plan is not None:
+            yield from _all_agents(step.plan, f"{where}plan step {step.id!r}: ")
 
 
 def _lock_key(run_id: str) -> str:

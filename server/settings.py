@@ -6,7 +6,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import get_args
 
+from veriloop.context import PlanContext
+from veriloop.schemas.manifest import PlanShell
 from veriloop.server.tenants import load_api_keys
 
 DEFAULT_DATABASE_URL = "sqlite:///veriloop.sqlite"
@@ -33,6 +36,26 @@ class Settings:
     """PostgreSQL connections for checkpoints and the task index (per process)."""
     page_processes: int = field(default_factory=lambda: default_page_processes(os.cpu_count()))
     """Processes that parse, diff and compact pages beside each serving process (0: a thread)."""
+    plan_shell: PlanShell = "off"
+    """Whether HTTP plan runs may start processes (see :data:`PlanShell`)."""
+
+    def __post_init__(self) -> None:
+        if self.plan_shell not in get_args(PlanShell):
+            raise ValueError(
+                f"plan_shell (VERILOOP_PLAN_SHELL): {self.plan_shell!r} is not one of "
+                f"{', '.join(get_args(PlanShell))}"
+            )
+
+    def plan_context(self) -> PlanContext:
+        """The context of HTTP plan runs: what ``plan_shell`` allows, and never what a caller's
+        manifest declares (environment variables, the network) beyond what the operator passes."""
+        sandbox = "off" if self.plan_shell == "host" else "required"
+        return PlanContext(
+            sandbox=sandbox,
+            allow_shell=self.plan_shell != "off",
+            allow_network=self.plan_shell == "host",
+            manifest_env=False,
+        )
 
     @property
     def is_postgres(self) -> bool:
@@ -65,6 +88,7 @@ class Settings:
             step_deadline_s=float(env.get("VERILOOP_STEP_DEADLINE_S") or defaults.step_deadline_s),
             pg_pool_size=int(env.get("VERILOOP_PG_POOL_SIZE") or defaults.pg_pool_size),
             page_processes=int(env.get("VERILOOP_PAGE_PROCESSES") or defaults.page_processes),
+            plan_shell=env.get("VERILOOP_PLAN_SHELL") or defaults.plan_shell,  # type: ignore[arg-type]
         )
 
 

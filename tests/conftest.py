@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import socket
+import threading
 from collections.abc import Iterator
 from dataclasses import fields
 
@@ -66,3 +68,30 @@ def scripted_model(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedModelSer
 def anyio_backend() -> str:
     """Async tests (``pytest.mark.anyio``) run on asyncio, as the service does."""
     return "asyncio"
+
+
+@pytest.fixture
+def tcp_listener() -> Iterator[tuple[int, list[bool]]]:
+    """A TCP server on loopback: ``(port, accepted)``, one entry in ``accepted`` per connection."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.2)
+    accepted: list[bool] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            accepted.append(True)
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], accepted
+    stop.set()
+    thread.join(timeout=5)
+    server.close()

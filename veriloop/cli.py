@@ -31,6 +31,7 @@ from rich.table import Table
 from veriloop.engines.targets import shorten
 from veriloop.plan_cli import plan_app
 from veriloop.runners.miniwob.cli import eval_app
+from veriloop.schemas.manifest import PlanShell
 
 app = typer.Typer(
     help="veriloop: a browser agent that verifies every action against what actually happened.",
@@ -343,10 +344,22 @@ def serve(
             "i.e. ~/.local/share/veriloop).",
         ),
     ] = None,
+    plan_shell: Annotated[
+        PlanShell | None,
+        typer.Option(
+            "--plan-shell",
+            envvar="VERILOOP_PLAN_SHELL",
+            help="Whether plans posted over HTTP may run shell steps, command checks and tests: "
+            "off (default: such a manifest is a 422), sandboxed (in bubblewrap: no network, no "
+            "service environment, the workspace the only writable folder) or host (unsandboxed).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the interact API (POST /api/agent/interact) and the task API."""
     from veriloop.server.main import serve as serve_api
 
+    if plan_shell:
+        os.environ["VERILOOP_PLAN_SHELL"] = plan_shell  # workers read Settings from the environment
     if not database_url and not os.environ.get("VERILOOP_DATABASE_URL"):
         folder = data_dir or default_data_dir()
         folder.mkdir(parents=True, exist_ok=True)

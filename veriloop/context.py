@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
 
+from veriloop.schemas.manifest import SandboxMode
 from veriloop.schemas.usage import Purpose
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
@@ -258,8 +259,45 @@ class PlanContext(Context):
     shell_allowlist: str = field(
         default="",
         metadata={
-            "description": "Comma-separated command prefixes a model-written shell step or command check may run "
-            "without a human review (user manifests always may)."
+            "description": "Comma-separated commands (argv prefixes such as 'pytest' or 'python -m pytest') a "
+            "model-written shell step, command check or test command may run without a human review when it "
+            "is one plain command (user manifests always may)."
+        },
+    )
+    sandbox: SandboxMode = field(
+        default="auto",
+        metadata={
+            "description": "How steps' processes run: auto (in bubblewrap when it works here), required "
+            "(in bubblewrap or not at all: the step fails as execution_failed), off. A manifest's "
+            "sandbox setting can only make it stricter."
+        },
+    )
+    pass_env: str = field(
+        default="",
+        metadata={
+            "description": "Comma-separated environment variables passed from this process to every step's "
+            "processes (they get only PATH, LANG, LC_*, TZ, TERM, HOME=workspace and TMPDIR otherwise)."
+        },
+    )
+    manifest_env: bool = field(
+        default=True,
+        metadata={
+            "description": "Pass the variables a user-written step or its agent declares (env:) from this "
+            "process's environment; the service sets False (its callers are not its operator)."
+        },
+    )
+    allow_network: bool = field(
+        default=True,
+        metadata={
+            "description": "Give sandboxed steps that declare network: true the network; False: no step "
+            "gets it (the service's sandboxed mode)."
+        },
+    )
+    allow_shell: bool = field(
+        default=True,
+        metadata={
+            "description": "Steps may start processes (shell steps, command checks, test runs); False: "
+            "such a step fails as execution_failed (the service's plan_shell=off)."
         },
     )
     max_depth: int = field(
@@ -302,3 +340,10 @@ class PlanContext(Context):
     max_turns: int = field(
         default=12, metadata={"description": "Model turns an llm step may take in one attempt."}
     )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.sandbox not in get_args(SandboxMode):
+            raise ValueError(
+                f"PlanContext.sandbox: {self.sandbox!r} is not one of {get_args(SandboxMode)}"
+            )

@@ -40,6 +40,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from veriloop.llm.endpoint import describe_model, model_configured
+from veriloop.schemas.manifest import SandboxMode
 
 plan_app = typer.Typer(
     help="Plans of tool-using steps: run a manifest, resume a run, rewrite its report, the demo.",
@@ -89,6 +90,9 @@ class RunSettings:
     report: str | None = None
     endpoint: str | None = None
     scripted: bool = False
+    sandbox: SandboxMode = "auto"
+    pass_env: list[str] = field(default_factory=list)
+    """Names only: the values are read from the environment of whichever process runs the steps."""
     started: float = field(default_factory=time.time)
 
     def context(self):
@@ -103,7 +107,13 @@ class RunSettings:
             )
             if value
         }
-        return PlanContext(workspace=self.workspace, review_critical_steps=self.review, **extra)
+        return PlanContext(
+            workspace=self.workspace,
+            review_critical_steps=self.review,
+            sandbox=self.sandbox,
+            pass_env=",".join(self.pass_env),
+            **extra,
+        )
 
 
 def save_settings(db: Path, run_id: str, settings: RunSettings) -> None:
@@ -477,10 +487,28 @@ def run_command(
             "--review/--no-review", help="Model review of critical steps' output (needs a model)."
         ),
     ] = True,
+    sandbox: Annotated[
+        SandboxMode,
+        typer.Option(
+            "--sandbox",
+            help="auto: run shell steps, command checks and tests in bubblewrap when it works here; "
+            "required: in bubblewrap or not at all; off: never (a manifest can only make it stricter).",
+        ),
+    ] = "auto",
+    pass_env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--pass-env",
+            metavar="NAME",
+            help="Pass this environment variable to steps' processes (repeatable); they get only "
+            "PATH, LANG, LC_*, TZ, TERM, HOME=workspace and TMPDIR otherwise.",
+        ),
+    ] = None,
 ) -> None:
     """Run a manifest (or a plan written from --goal); exit 0 only when every step's checks passed."""
     from veriloop.context import cli_settings
     from veriloop.engines.plan.manifest import ManifestError, load_manifest
+    from veriloop.engines.plan.sandbox import bwrap_problem
     from veriloop.llm import LLMUnavailable
     from veriloop.nodes.plan.support import tool_registry
 
@@ -499,6 +527,8 @@ def run_command(
             concurrency=concurrency,
             report=str(report.resolve()) if report else None,
             endpoint=_endpoint() if model_configured() else None,
+            sandbox=sandbox,
+            pass_env=list(pass_env or ()),
         )
         try:
             context = settings.context()
@@ -537,6 +567,11 @@ def run_command(
     console.print(
         f"run [bold]{escape(run_id)}[/] in {escape(settings.workspace)} (db {escape(str(db))})"
     )
+    if sandbox != "off" and (why := bwrap_problem()):
+        consequence = (
+            "steps that start processes fail" if sandbox == "required" else "they run unsandboxed"
+        )
+        console.print(f"[yellow]sandbox {sandbox}: {escape(why)}; {consequence}[/]")
 
     async def go() -> int:
         async with _runner(db, settings, tool_objects) as runner:

@@ -60,6 +60,7 @@ from typing import Any
 import jsonschema
 
 from veriloop.engines.plan.predicates import compile_predicate
+from veriloop.engines.plan.sandbox import DEFAULT_CONFINEMENT, Confinement
 from veriloop.engines.plan.testrun import (
     MAKEFILES,
     discover_test_command,
@@ -134,6 +135,7 @@ async def run_checks(
     review: bool,
     check_timeout_s: float,
     review_threshold: float = REVIEW_THRESHOLD,
+    confinement: Confinement = DEFAULT_CONFINEMENT,
 ) -> list[CheckResult]:
     """Every applicable check of one attempt, cheapest first, no fail-fast (see the module doc)."""
     if not execution.ok:
@@ -181,7 +183,12 @@ async def run_checks(
             name,
             "command",
             lambda name=name, index=index, spec=spec: _command_check(
-                name, index, spec.command or "", workspace, spec.timeout_s or check_timeout_s
+                name,
+                index,
+                spec.command or "",
+                workspace,
+                spec.timeout_s or check_timeout_s,
+                confinement=confinement,
             ),
         )
 
@@ -210,6 +217,7 @@ async def run_checks(
                     check_timeout_s,
                     previous_collected,
                     explicit=bool(step.test_command),
+                    confinement=confinement,
                 ),
             )
 
@@ -359,9 +367,15 @@ async def _pending_check(execution: ExecutionResult) -> CheckResult:
 
 
 async def _command_check(
-    name: str, index: int, command: str, workspace: Path, timeout_s: float
+    name: str,
+    index: int,
+    command: str,
+    workspace: Path,
+    timeout_s: float,
+    *,
+    confinement: Confinement,
 ) -> CheckResult:
-    run = await run_command(command, workspace, timeout_s=timeout_s)
+    run = await run_command(command, workspace, timeout_s=timeout_s, confinement=confinement)
     details = {
         "check_index": index,
         "command": command,
@@ -387,8 +401,9 @@ async def _tests_check(
     previous_collected: int | None,
     *,
     explicit: bool,
+    confinement: Confinement,
 ) -> CheckResult:
-    run = await run_tests(command, workspace, timeout_s=timeout_s)
+    run = await run_tests(command, workspace, timeout_s=timeout_s, confinement=confinement)
     details: dict[str, Any] = {
         "command": command,
         "discovered": not explicit,

@@ -23,6 +23,7 @@ from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 
+from veriloop.engines.plan.sandbox import DEFAULT_CONFINEMENT, Confinement, ProcessRefused
 from veriloop.engines.plan.testrun import run_command
 from veriloop.engines.plan.tools import as_langchain_tool, openai_tool_schema
 from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError, Message, ToolCall, ToolTurn
@@ -304,12 +305,19 @@ def truncate(text: str, limit: int) -> str:
 # -- the shell executor ----------------------------------------------------------------------
 
 
-async def run_shell_step(command: str, *, workspace: Path, timeout_s: float) -> ExecutionResult:
+async def run_shell_step(
+    command: str,
+    *,
+    workspace: Path,
+    timeout_s: float,
+    confinement: Confinement = DEFAULT_CONFINEMENT,
+) -> ExecutionResult:
     """Run ``command`` with the shell in ``workspace``, in its own process group.
 
     ``output`` is ``{"exit_code", "stdout", "stderr"}`` (the last ~4000 characters of each).
     ok: exit code 0 within ``timeout_s``. The process group is killed on timeout, on
-    cancellation, and when the shell exits: a step leaves nothing running behind it.
+    cancellation, and when the shell exits: a step leaves nothing running behind it. It runs with
+    a scrubbed environment, in bubblewrap as ``confinement`` says (``sandboxed`` records which).
     """
     try:
         run = await run_command(
@@ -318,26 +326,32 @@ async def run_shell_step(command: str, *, workspace: Path, timeout_s: float) -> 
             timeout_s=timeout_s,
             tail_chars=SHELL_OUTPUT_CHARS,
             split_stderr=True,
+            confinement=confinement,
         )
-    except OSError as exc:
+    except (OSError, ProcessRefused) as exc:
         return ExecutionResult(
             ok=False,
             output={"exit_code": None, "stdout": "", "stderr": ""},
             error=f"could not start the command in {str(workspace)!r}: {exc}",
         )
     output = {"exit_code": run.exit_code, "stdout": run.output, "stderr": run.stderr}
+    sandboxed = run.sandboxed
     if run.timed_out:
         output["stdout"] = output["stdout"].removesuffix(f"\n[killed after {timeout_s:g} s]")
         return ExecutionResult(
             ok=False,
             output=output,
             error=f"timed out after {timeout_s:g}s; the command's process group was killed",
+            sandboxed=sandboxed,
         )
     if run.exit_code != 0:
         return ExecutionResult(
-            ok=False, output=output, error=f"exit code {run.exit_code}: {command}"
+            ok=False,
+            output=output,
+            error=f"exit code {run.exit_code}: {command}",
+            sandboxed=sandboxed,
         )
-    return ExecutionResult(ok=True, output=output)
+    return ExecutionResult(ok=True, output=output, sandboxed=sandboxed)
 
 
 # -- the python executor ---------------------------------------------------------------------

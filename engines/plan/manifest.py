@@ -437,6 +437,7 @@ def _norm_agent(raw: Any) -> Any:
     spec: dict[str, Any] = {
         "prompt": _pick(data, "prompt", "system_prompt", "system", "instructions", "role") or "",
         "tools": _str_list(_pick(data, "tools", "tool")),
+        "env": _str_list(data.get("env")),
     }
     model = _pick(data, "model", "llm")
     if model is not None:
@@ -485,7 +486,15 @@ class _Reader:
         agents = self.agents(agents_raw, prefix)
         visible = inherited | frozenset(agents)
         steps = self.steps(steps_raw, prefix, depth, visible)
-        return Manifest(goal="" if goal is None else str(goal), agents=agents, steps=steps)
+        fields = {"goal": "" if goal is None else str(goal), "agents": agents, "steps": steps}
+        sandbox = _word(data.get("sandbox"))
+        if sandbox is not None:
+            fields["sandbox"] = sandbox
+        try:
+            return Manifest.model_validate(fields)
+        except ValidationError as exc:
+            self.problems.extend(_validation_problems(exc, prefix.rstrip(".") or "manifest"))
+            return Manifest(goal=fields["goal"], agents=agents, steps=steps)
 
     def _unwrap(
         self,
@@ -499,7 +508,7 @@ class _Reader:
         if isinstance(inner, list):
             inner = {"steps": inner}
         merged = dict(_snake_keys(inner))
-        for key in ("goal", "mission", "objective", "agents"):
+        for key in ("goal", "mission", "objective", "agents", "sandbox"):
             if merged.get(key) is None and outer.get(key) is not None:
                 merged[key] = outer[key]
         return self.manifest(merged, prefix, depth, inherited)
@@ -668,6 +677,8 @@ class _Reader:
             "checks": _norm_checks(data),
             "output_schema": _pick(data, "output_schema", "schema", "output_json_schema"),
             "timeout_s": _pick(data, "timeout_s", "timeout", "timeout_seconds"),
+            "env": _str_list(data.get("env")),
+            "network": _as_bool(data.get("network")),
             "plan": plan,
             "origin": self.origin,
         }
@@ -1101,7 +1112,8 @@ def apply_repair(
         _keep_contract(originals[step.id], step) if step.id in originals else step
         for step in new_steps
     ]
-    merged = Manifest(goal=manifest.goal, agents=agents, steps=[*survivors, *new_steps])
+    # model_copy: the manifest's other settings (its sandbox) survive a replan.
+    merged = manifest.model_copy(update={"agents": agents, "steps": [*survivors, *new_steps]})
     return _finish(reader, merged, tools, max_depth)
 
 

@@ -33,9 +33,12 @@ import signal
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from veriloop.engines.plan.sandbox import DEFAULT_CONFINEMENT, Confinement, launch
 
 OUTPUT_TAIL_CHARS = 20_000
 """How much of a command's combined stdout/stderr is kept (its end, where the summary is)."""
@@ -103,6 +106,8 @@ class CommandRun:
     output: str
     stderr: str = ""
     """The tail of standard error when it was kept apart (otherwise it is in ``output``)."""
+    sandboxed: bool = False
+    """The command ran in bubblewrap."""
 
 
 def discover_test_command(step_id: str, workspace: Path) -> str | None:
@@ -166,25 +171,39 @@ async def run_command(
     env: dict[str, str] | None = None,
     tail_chars: int = OUTPUT_TAIL_CHARS,
     split_stderr: bool = False,
+    confinement: Confinement = DEFAULT_CONFINEMENT,
+    writable: Sequence[Path] = (),
 ) -> CommandRun:
     """Run ``command`` through the shell in ``workspace``, in its own process group; kill the group
     after ``timeout_s`` (exit_code None, timed_out True), when cancelled, and once the command has
     ended (its stray children go with it). Output goes to temporary files, so a child that keeps
     the output open cannot hold the run, and only the tails are read back. Raises OSError when
-    the command cannot start (e.g. a missing workspace)."""
-    # Temporary files and reading them back are blocking calls: keep them off the event loop.
+    the command cannot start (e.g. a missing workspace).
+
+    The process never sees this process's environment: it gets the scrubbed one of
+    :mod:`~veriloop.engines.plan.sandbox` plus ``env`` (veriloop's own plumbing), and runs in
+    bubblewrap as ``confinement`` says, with ``writable`` folders besides the workspace. A command
+    that must not start (``confinement`` forbids processes, or requires a sandbox that cannot
+    start) raises ProcessRefused and runs nothing."""
+    # Finding bwrap (and probing it once), temporary files and reading them back are blocking
+    # calls: keep them off the event loop.
+    how = await asyncio.to_thread(
+        launch, Path(workspace), confinement, extra_env=env, writable=writable
+    )
     sink, errors = await asyncio.to_thread(
         lambda: (tempfile.TemporaryFile(), tempfile.TemporaryFile())
     )
     try:
-        proc = await asyncio.create_subprocess_shell(
+        proc = await asyncio.create_subprocess_exec(
+            *how.argv,
+            "-c",
             command,
             cwd=str(workspace),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=sink,
             stderr=errors if split_stderr else asyncio.subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, **(env or {})},
+            env=how.env,
         )
         timed_out = False
         try:
@@ -204,10 +223,18 @@ async def run_command(
         errors.close()
     if timed_out:
         output += f"\n[killed after {timeout_s:g} s]"
-    return CommandRun(None if timed_out else proc.returncode, timed_out, output, stderr)
+    return CommandRun(
+        None if timed_out else proc.returncode, timed_out, output, stderr, sandboxed=how.sandboxed
+    )
 
 
-async def run_tests(command: str, workspace: Path, *, timeout_s: float) -> TestRun:
+async def run_tests(
+    command: str,
+    workspace: Path,
+    *,
+    timeout_s: float,
+    confinement: Confinement = DEFAULT_CONFINEMENT,
+) -> TestRun:
     """Run a test command; pytest's counts and failures come from its JUnit XML."""
     tmpdir = await asyncio.to_thread(tempfile.mkdtemp, prefix="veriloop-junit-")
     junit = Path(tmpdir) / "junit.xml"
@@ -223,7 +250,14 @@ async def run_tests(command: str, workspace: Path, *, timeout_s: float) -> TestR
         to_run = command
         env["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} {options}".strip()
     try:
-        run = await run_command(to_run, workspace, timeout_s=timeout_s, env=env)
+        run = await run_command(
+            to_run,
+            workspace,
+            timeout_s=timeout_s,
+            env=env,
+            confinement=confinement,
+            writable=(Path(tmpdir),),
+        )
         # pytest's "generated xml file: <our temporary path>" line is our plumbing, not test output.
         output = "\n".join(line for line in run.output.split("\n") if str(junit) not in line)
         result = TestRun(

@@ -43,6 +43,7 @@ def step_inputs(state: PlanState) -> list[StepInput]:
                 agents=agents,
                 depends=dependency_results(step, results),
                 depth=state.get("depth", 1),
+                sandbox=manifest.sandbox,
             )
         )
     return inputs

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 
@@ -19,6 +20,7 @@ from veriloop.engines.plan.fixloop import (
     step_status,
 )
 from veriloop.engines.plan.planning import render_task
+from veriloop.engines.plan.sandbox import Confinement, stricter, will_sandbox
 from veriloop.engines.plan.testrun import discover_test_command
 from veriloop.graph.plan_state import StepState
 from veriloop.llm import get_llm
@@ -96,6 +98,7 @@ async def execute(state: StepState, runtime: Runtime[PlanContext]) -> dict:
             llm=llm,
             timeout_s=step.timeout_s or ctx.step_timeout_s,
             max_turns=ctx.max_turns,
+            confinement=_confinement(ctx, state),
         )
     return {
         "execution": execution.model_dump(),
@@ -113,6 +116,7 @@ async def check(state: StepState, runtime: Runtime[PlanContext]) -> dict:
     run_number = len(history) + 1
     results = []
     review = step.critical and ctx.review_critical_steps
+    confinement = _confinement(ctx, state)
     if execution.ok:  # an executor failure is not a verification failure: nothing to check
         emit(state, "step_testing", step_id=step.id, run_number=run_number)
         results = await run_checks(
@@ -125,6 +129,7 @@ async def check(state: StepState, runtime: Runtime[PlanContext]) -> dict:
             llm=get_llm(ctx, "review") if review else None,
             review=review,
             check_timeout_s=ctx.check_timeout_s,
+            confinement=confinement,
         )
     for result in results:
         emit(
@@ -143,7 +148,18 @@ async def check(state: StepState, runtime: Runtime[PlanContext]) -> dict:
     report = attempt_report(
         run_number, execution, results, time.monotonic() - state.get("started_at", time.monotonic())
     )
-    report = report.model_copy(update={"usage": add_usage(report.usage, review_usage)})
+    started_processes = execution.sandboxed is not None or any(
+        result.type in ("command", "tests") and not result.errored for result in results
+    )
+    report = report.model_copy(
+        update={
+            "usage": add_usage(report.usage, review_usage),
+            # Every process of a step starts the same way (one confinement, one cached probe).
+            "sandboxed": await asyncio.to_thread(will_sandbox, confinement)
+            if started_processes
+            else None,
+        }
+    )
     attempts = [*history, report]
     move = next_move(attempts, max_retries=step.max_retries, self_correcting=step.self_correcting)
     emit(
@@ -207,6 +223,26 @@ def finish(state: StepState) -> dict:
         diagnosis=diagnosis,
     )
     return {"step_results": {step.id: result.model_dump()}}
+
+
+def _confinement(ctx: PlanContext, state: StepState) -> Confinement:
+    """How this step's processes start: the run's settings, the manifest's, what the step declares."""
+    step = step_of(state)
+    agent = _agent(state, step.agent)
+    declared = [*step.env, *(agent.env if agent else [])]
+    granted = declared if step.origin == "user" and ctx.manifest_env else []
+    return Confinement(
+        sandbox=stricter(ctx.sandbox, state.get("sandbox")),
+        network=step.network and ctx.allow_network,
+        pass_env=tuple(dict.fromkeys([*_names(ctx.pass_env), *granted])),
+        forbidden=None
+        if ctx.allow_shell
+        else "this runner does not start processes for plan steps (the service's plan_shell=off)",
+    )
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 def _agent(state: StepState, name: str | None) -> AgentSpec | None:

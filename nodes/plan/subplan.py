@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from veriloop.context import PlanContext
+from veriloop.engines.plan.sandbox import stricter
 from veriloop.graph.plan_io import state_to_report
 from veriloop.graph.plan_state import StepState
 from veriloop.nodes.plan.support import emit, plan_context, step_of
@@ -49,7 +51,8 @@ def make_subplan(plan_graph: Callable[[], Any]) -> Callable:
                 "plan_origin": step.origin,
                 "depth": depth,
             },
-            context=ctx,
+            # The plans around it can only make its sandbox stricter.
+            context=dataclasses.replace(ctx, sandbox=stricter(ctx.sandbox, state.get("sandbox"))),
         )
         results = child.get("step_results") or {}
         unfinished = sorted(s for s, r in results.items() if r.get("status") != "completed")

@@ -509,6 +509,7 @@ class _Page:
 
     def _attempt(self, attempt: AttemptReport) -> str:
         usage = _usage(attempt.usage, self.scripted)
+        sandbox = {True: ", sandboxed", False: ", unsandboxed"}.get(attempt.sandboxed, "")
         head = (
             f"<b>Attempt {attempt.run_number}</b> "
             + (
@@ -516,7 +517,7 @@ class _Page:
                 if attempt.passed
                 else "<span class='bad'>failed</span>"
             )
-            + f" <span class='muted'>{attempt.duration_s:.1f} s, "
+            + f" <span class='muted'>{attempt.duration_s:.1f} s{sandbox}, "
             f"{usage.input_tokens + usage.output_tokens} tokens, {_money(usage)}</span>"
         )
         error = (

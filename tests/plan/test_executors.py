@@ -22,12 +22,16 @@ from veriloop.engines.plan.executors import (
     run_python_step,
     run_shell_step,
 )
+from veriloop.engines.plan.sandbox import Confinement
 from veriloop.engines.plan.tools import as_langchain_tool, load_tools, openai_tool_schema
 from veriloop.engines.plan.workspace import Workspace, workspace_tools
 from veriloop.llm import LLMUnavailable, get_llm
 from veriloop.llm.scripted import Fail, RawBody, ScriptedModelServer, ScriptedRequest, ToolCalls
 from veriloop.prompts.plan_executor import MARK_STEP_REMINDER, STEP_COMPLETION_CONTRACT
 from veriloop.schemas.manifest import AgentSpec
+
+UNSANDBOXED = Confinement(sandbox="off")
+"""Sandboxed runs of the same commands: tests/plan/test_sandbox.py."""
 
 
 @pytest.fixture
@@ -395,7 +399,10 @@ def _gone(pid: int) -> bool:
 async def test_shell_timeout_kills_the_process_group(tmp_path: Path) -> None:
     started = time.monotonic()
     result = await run_shell_step(
-        "sleep 30 & echo $! > child.pid; echo started; wait", workspace=tmp_path, timeout_s=0.5
+        "sleep 30 & echo $! > child.pid; echo started; wait",
+        workspace=tmp_path,
+        timeout_s=0.5,
+        confinement=UNSANDBOXED,  # $! is a host pid only outside bubblewrap's pid namespace
     )
     assert time.monotonic() - started < 10
     assert not result.ok and "timed out after 0.5s" in result.error
@@ -412,7 +419,10 @@ async def test_shell_timeout_kills_the_process_group(tmp_path: Path) -> None:
 async def test_shell_leaves_no_background_children_behind(tmp_path: Path) -> None:
     started = time.monotonic()
     result = await run_shell_step(
-        "sleep 30 & echo $! > child.pid; echo done", workspace=tmp_path, timeout_s=20
+        "sleep 30 & echo $! > child.pid; echo done",
+        workspace=tmp_path,
+        timeout_s=20,
+        confinement=UNSANDBOXED,
     )
     child = int((tmp_path / "child.pid").read_text())
     assert result.ok and result.output["stdout"] == "done\n"

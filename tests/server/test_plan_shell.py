@@ -1,0 +1,177 @@
+"""Who may run what over HTTP (issue 28, item 1): a default service runs no process for a plan,
+and with ``plan_shell=sandboxed`` a shell step cannot read the service's environment, write
+outside its workspace or open a socket. A real server on loopback, real bubblewrap."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from service_testkit import python_step, wait_for_run
+
+from veriloop.schemas.plan_outputs import ManifestDraft, StepDraft
+from veriloop.server.settings import Settings
+
+SECRET = "sk-service-secret-0123456789"
+
+
+@pytest.fixture
+def workspace(monkeypatch, tmp_path, scripted_model) -> Path:
+    """The service's workspace, its test callables, and a secret in its environment."""
+    root = tmp_path / "workspace"
+    root.mkdir()
+    monkeypatch.setenv("VERILOOP_TOOLS", "plan_tools:TOOLS")
+    monkeypatch.setenv("VERILOOP_WORKSPACE", str(root))
+    monkeypatch.setenv("VERILOOP_LLM_MAX_RETRIES", "0")
+    monkeypatch.setenv("SERVICE_DB_PASSWORD", SECRET)
+    return root
+
+
+SHELL_MANIFESTS = {
+    "shell step": {"steps": [{"id": "leak", "command": "printenv"}]},
+    "command check": {
+        "steps": [
+            {
+                "id": "check",
+                "function": "mark",
+                "input": {"name": "x"},
+                "checks": [{"kind": "command", "command": "printenv > out"}],
+            }
+        ]
+    },
+    "test command": {"steps": [{"id": "tested", "input": "write code", "test_command": "pytest"}]},
+    "requires testing": {
+        "steps": [{"id": "tested", "input": "write code", "requires_testing": True}]
+    },
+    "nested plan": {
+        "steps": [
+            {
+                "id": "outer",
+                "plan": {"steps": [{"id": "inner", "cmd": "cat /proc/1/environ"}]},
+            }
+        ]
+    },
+    "yaml text": "steps:\n  - id: leak\n    run: printenv\n",
+}
+
+
+@pytest.mark.parametrize("kind", SHELL_MANIFESTS)
+def test_a_default_service_refuses_a_manifest_that_runs_processes(
+    kind, workspace, thread_server, sqlite_settings
+) -> None:
+    assert sqlite_settings.plan_shell == "off"  # the default
+    server = thread_server(sqlite_settings)
+    client = server.client()
+    response = client.post("/api/plans", json={"manifest": SHELL_MANIFESTS[kind], "runId": "r1"})
+    assert response.status_code == 422, response.text
+    (error,) = response.json()["detail"]
+    assert error["loc"] == ["body", "manifest"]
+    detail = error["msg"]
+    assert "plan_shell=off" in detail and "veriloop serve --plan-shell" in detail
+    step = {"command check": "'check'", "nested plan": "plan step 'outer': step 'inner'"}
+    assert step.get(kind, "step '") in detail
+    # Refused at submission: no run exists.
+    assert client.get("/api/plans/r1").status_code == 404
+    assert not list(workspace.iterdir())
+
+
+def test_a_default_service_still_runs_the_operators_python_functions(
+    workspace, thread_server, sqlite_settings, tmp_path
+) -> None:
+    client = thread_server(sqlite_settings).client()
+    markers = tmp_path / "markers.txt"
+    response = client.post("/api/plans", json={"manifest": {"steps": [python_step("a", markers)]}})
+    assert response.status_code == 202, response.text
+    report = wait_for_run(client, response.json()["runId"])
+    assert report["status"] == "completed" and markers.read_text().splitlines() == ["a"]
+
+
+def test_a_sandboxed_service_refuses_what_its_sandbox_withholds(
+    workspace, thread_server, sqlite_settings
+) -> None:
+    client = thread_server(dataclasses.replace(sqlite_settings, plan_shell="sandboxed")).client()
+    manifest = {
+        "sandbox": "off",
+        "agents": {"coder": {"prompt": "code", "env": ["SERVICE_DB_PASSWORD"]}},
+        "steps": [{"id": "fetch", "command": "curl example.com", "network": True}],
+    }
+    response = client.post("/api/plans", json={"manifest": manifest})
+    assert response.status_code == 422
+    detail = response.json()["detail"][0]["msg"]
+    assert "sandbox: off" in detail
+    assert "agent 'coder' declares env SERVICE_DB_PASSWORD" in detail
+    assert "step 'fetch' declares network: true" in detail
+
+
+def test_a_sandboxed_step_cannot_read_the_service_environment_write_outside_or_open_a_socket(
+    workspace, thread_server, sqlite_settings, tcp_listener, tmp_path
+) -> None:
+    port, accepted = tcp_listener
+    outside = Path(tempfile.mkdtemp(dir="/var/tmp"))  # outside /tmp, which the sandbox replaces
+    command = "; ".join(
+        [
+            "echo built > artifact.txt",  # the step's legitimate work
+            "printenv SERVICE_DB_PASSWORD OPENAI_API_KEY && echo env-leaked",
+            "cat /proc/*/environ 2>/dev/null | grep -a -c sk-service || true",
+            f"echo x > {outside}/escaped.txt && echo wrote-outside",
+            f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2)'"
+            " && echo connected",
+            "echo done",
+        ]
+    )
+    client = thread_server(dataclasses.replace(sqlite_settings, plan_shell="sandboxed")).client()
+    response = client.post(
+        "/api/plans", json={"manifest": {"steps": [{"id": "attack", "command": command}]}}
+    )
+    assert response.status_code == 202, response.text
+    report = wait_for_run(client, response.json()["runId"])
+    step = report["steps"]["attack"]
+    assert step["status"] == "completed", step
+    assert step["attempts"][0]["sandboxed"] is True
+    stdout = step["output"]["stdout"]
+    assert (workspace / "artifact.txt").read_text() == "built\n"
+    assert stdout.splitlines() == ["0", "done"]  # no variable, no environ, no write, no socket
+    assert SECRET not in str(report) and os.environ["OPENAI_API_KEY"] not in str(report)
+    assert "Read-only file system" in step["output"]["stderr"]
+    assert not (outside / "escaped.txt").exists()
+    assert not accepted
+    shutil.rmtree(outside)
+
+
+def test_plan_shell_comes_from_the_environment(monkeypatch) -> None:
+    monkeypatch.setenv("VERILOOP_PLAN_SHELL", "sandboxed")
+    settings = Settings.from_env()
+    assert settings.plan_shell == "sandboxed"
+    context = settings.plan_context()
+    assert (context.sandbox, context.allow_shell, context.allow_network, context.manifest_env) == (
+        "required",
+        True,
+        False,
+        False,
+    )
+    assert Settings().plan_context().allow_shell is False
+    monkeypatch.setenv("VERILOOP_PLAN_SHELL", "anything")
+    with pytest.raises(ValueError, match="plan_shell"):
+        Settings.from_env()
+
+
+def test_a_model_written_command_approved_by_the_caller_still_does_not_run_when_off(
+    workspace, thread_server, sqlite_settings, scripted_model
+) -> None:
+    # Nothing to refuse at submission (a goal): the refusal happens when the step would start.
+    draft = ManifestDraft(steps=[StepDraft(id="leak", command="printenv > leaked.txt")])
+    scripted_model.script("planning", draft)
+    client = thread_server(sqlite_settings).client()
+    run_id = client.post("/api/plans", json={"goal": "Leak the keys"}).json()["runId"]
+    paused = wait_for_run(client, run_id)
+    assert [r["stepId"] for r in paused["pendingReviews"]] == ["leak"]
+    answer = {"decisions": {"leak": {"approved": True}}}
+    assert client.post(f"/api/plans/{run_id}/reviews", json=answer).status_code == 202
+    step = wait_for_run(client, run_id)["steps"]["leak"]
+    assert step["verificationStatus"] == "execution_failed"
+    assert "plan_shell=off" in step["diagnosis"]
+    assert not (workspace / "leaked.txt").exists()
