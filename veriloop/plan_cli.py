@@ -236,6 +236,10 @@ def _one_line(text: str, limit: int = 160) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
+def _seconds(duration_s: float | None) -> str:
+    return "-" if duration_s is None else f"{duration_s:.1f} s"
+
+
 def _ids(ids: Any) -> str:
     return escape(", ".join(ids or []) or "none")
 
@@ -253,10 +257,11 @@ def print_summary(report, *, scripted: bool = False) -> None:
     from veriloop.schemas.usage import total_usage
 
     table = Table(title=f"plan run {report.run_id}", title_justify="left")
-    for name in ("step", "status", "verification", "attempts", "checks", "tokens", "cost"):
+    numeric = ("attempts", "checks", "time", "tokens", "cost")
+    for name in ("step", "status", "verification", *numeric):
         table.add_column(
             name,
-            justify="right" if name in ("attempts", "checks", "tokens", "cost") else "left",
+            justify="right" if name in numeric else "left",
             overflow="fold",
             min_width=len(name),
         )
@@ -272,6 +277,7 @@ def print_summary(report, *, scripted: bool = False) -> None:
             escape(result.verification_status or "-"),
             str(len(result.attempts)),
             f"{sum(c.passed for c in checks)}/{len(checks)}",
+            _seconds(result.duration_s),
             str(usage.input_tokens + usage.output_tokens),
             f"${cost:.4f}",
         )
@@ -282,7 +288,9 @@ def print_summary(report, *, scripted: bool = False) -> None:
     console.print(
         f"[{colour}]{escape(report.status)}[/]: {len(report.steps)} steps, "
         f"{len(report.replan_history)} replan(s), {total.input_tokens + total.output_tokens} tokens "
-        f"in {total.calls} model calls, ${cost:.4f}" + (" (scripted model)" if scripted else "")
+        f"in {total.calls} model calls, ${cost:.4f}"
+        + (f", {_seconds(report.duration_s)}" if report.duration_s is not None else "")
+        + (" (scripted model)" if scripted else "")
     )
     if report.status == "rejected" and report.critique is not None:
         console.print(

@@ -33,7 +33,7 @@ def human_review(state: StepState) -> dict:
     result = StepResult(
         step_id=step.id,
         status="completed" if decision.approved else "failed",
-        verification_status="verified" if decision.approved else "partial_pass",
+        verification_status="verified" if decision.approved else "rejected",
         output={"approved": decision.approved, "comment": decision.comment},
         diagnosis="" if decision.approved else f"rejected by the reviewer: {decision.comment}",
         attempts=[

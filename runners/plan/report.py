@@ -126,7 +126,10 @@ def render_plan_report(
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
         f"<style>{STYLE}</style></head><body><header><h1>{_e(title)}</h1>"
         f"<div>run <code>{_e(report.run_id)}</code> · status {_e(report.status)}"
-        f"{' · ' + _e(report.goal) if report.goal else ''}</div></header>"
+        f"{' · ' + _e(report.goal) if report.goal else ''}"
+        f"{' · started ' + _e(report.started_at.isoformat(timespec='seconds')) if report.started_at else ''}"
+        f"{' · ended ' + _e(report.ended_at.isoformat(timespec='seconds')) if report.ended_at else ''}"
+        f"{f' · {report.duration_s:.1f} s' if report.duration_s is not None else ''}</div></header>"
         f"<main>{body}</main></body></html>"
     )
 
@@ -466,7 +469,9 @@ class _Page:
         facts = (
             f"<p><b>Attempts</b> {len(result.attempts)} · <b>checks passed</b> {passed}/{len(checks)}"
             f" (last attempt) · <b>tokens</b> {usage.input_tokens + usage.output_tokens}"
-            f" ({usage.calls} calls) · <b>cost</b> {_money(usage)}</p>"
+            f" ({usage.calls} calls) · <b>cost</b> {_money(usage)}"
+            + (f" · <b>time</b> {result.duration_s:.1f} s" if result.duration_s is not None else "")
+            + "</p>"
         )
         depends = (
             f"<p class='muted'>depends on {_ids(spec.depends_on)}</p>"

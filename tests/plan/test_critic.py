@@ -242,7 +242,6 @@ def test_shell_commands_count_as_the_input():
 
 
 def test_a_predicate_that_does_not_compile_is_critical():
-    pytest.importorskip("veriloop.engines.plan.predicates")
     source = {"steps": [{"id": "s", "command": "x", "checks": ["result.items >"]}]}
     bad = finding(review(source), "bad_check")
     assert bad.severity == "critical"
@@ -250,7 +249,6 @@ def test_a_predicate_that_does_not_compile_is_critical():
 
 
 def test_a_predicate_that_compiles_is_fine():
-    pytest.importorskip("veriloop.engines.plan.predicates")
     source = {
         "steps": [{"id": "s", "command": "x", "checks": ["result == 1", {"command": "false"}]}]
     }

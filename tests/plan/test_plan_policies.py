@@ -24,34 +24,55 @@ def matrix_manifest(on_failure: str, critical: bool) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("on_failure", "critical", "a_status", "halted"),
+    ("on_failure", "critical", "disposition"),
     [
-        ("stop", True, "failed", True),
-        ("stop", False, "skipped", False),
-        ("skip", True, "skipped", False),
-        ("skip", False, "skipped", False),
-        ("retry", True, "failed", True),
-        ("retry", False, "skipped", False),
-        ("replan", True, "failed", True),  # no replan budget: falls back to halt
-        ("replan", False, "skipped", False),  # ... or to skip
+        ("halt_if_critical", True, "halt"),
+        ("halt_if_critical", False, "skip"),
+        ("continue", True, "skip"),
+        ("continue", False, "skip"),
+        ("retry", True, "halt"),
+        ("retry", False, "skip"),
+        ("replan", True, "halt"),  # no replan budget: falls back to halt
+        ("replan", False, "skip"),  # ... or to going on without it
+        ("stop", True, "halt"),  # deprecated spellings still mean what they meant
+        ("stop", False, "skip"),
+        ("skip", True, "skip"),
     ],
 )
-def test_on_failure_by_critical_matrix(runner, calls, on_failure, critical, a_status, halted):
+def test_on_failure_by_critical_matrix(runner, calls, on_failure, critical, disposition):
     report = runner(max_replans_per_step=0).run(matrix_manifest(on_failure, critical))
     got = statuses(report)
-    assert got["a"] == a_status and got["b"] == "completed"
+    # The status says what happened to a (its check failed), whatever the run did about it.
+    assert got["a"] == "failed" and got["b"] == "completed"
+    a = report.steps["a"]
+    assert a.disposition == disposition and report.steps["b"].disposition is None
+    assert report.manifest.step("a").on_failure in (
+        "halt_if_critical",
+        "continue",
+        "retry",
+        "replan",
+    )
+    halted = disposition == "halt"
     assert report.halted is halted and report.status == "failed"
     if halted:
         # The run stopped at the end of a's batch: nothing after it ran.
         assert got["c"] == got["d"] == "blocked" and calls["ok"] == 1
         assert "critical step 'a'" in report.halt_reason
     else:
-        # Skipped: the run goes on, and c runs without a's result.
+        # The run went on without a: c runs without a's result.
         assert got["c"] == got["d"] == "completed"
         assert report.steps["c"].output == {"value": "c", "depends": ["a"]}
     # The predicate check says why a failed; its verification status is partial_pass.
-    a = report.steps["a"]
     assert a.verification_status == "partial_pass" and a.attempts[-1].checks[0].passed is False
+
+
+def test_a_failed_test_run_of_a_non_critical_step_is_test_failed_not_skipped(runner):
+    # The default policy lets the run go on; the step still says its tests failed.
+    tests = {"id": "t", "command": "true", "test_command": "false", "requires_testing": True}
+    report = runner().run(manifest(tests, py_step("after", depends_on=["t"])))
+    t = report.steps["t"]
+    assert (t.status, t.disposition) == ("test_failed", "skip")
+    assert report.steps["after"].status == "completed" and report.status == "failed"
 
 
 def test_a_clean_run_completes_and_passes_dependency_results(runner):
@@ -143,6 +164,8 @@ def test_a_rejected_review_fails_with_the_comment_and_blocks_downstream(runner):
     plan.run(manifest(review, py_step("after", depends_on=["review"])), run_id="r2")
     done = plan.resume("r2", {"review": {"approved": False, "comment": "tests look thin"}})
     assert done.steps["review"].status == "failed"
+    assert done.steps["review"].verification_status == "rejected"
+    assert done.steps["review"].disposition == "block"
     assert "tests look thin" in done.steps["review"].diagnosis
     assert done.steps["after"].status == "blocked" and done.status == "failed"
 
@@ -182,7 +205,8 @@ def test_a_failing_child_fails_its_parent_step(runner):
     child = {"id": "child", "type": "plan", "critical": True, "plan": manifest(py_step("x", "bad"))}
     report = runner().run(manifest(child, py_step("after", depends_on=["child"])))
     assert report.steps["child"].status == "failed" and "x" in report.steps["child"].diagnosis
-    assert report.steps["child"].sub_run["steps"]["x"]["status"] == "skipped"
+    child_x = report.steps["child"].sub_run["steps"]["x"]
+    assert (child_x["status"], child_x["disposition"]) == ("failed", "skip")
     assert report.halted and report.steps["after"].status == "blocked"
 
 
