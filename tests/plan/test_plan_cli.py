@@ -6,6 +6,7 @@ needs a model checks that the CLI refuses to start without one.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -49,6 +50,10 @@ def test_hello_shell_example_completes_and_writes_the_report(cli, tmp_path: Path
     for step_id in report.steps:
         assert f"id='step-{step_id}'" in html
     assert "No model was called" in html
+    # run metadata: the run's wall time in the summary line and the page, a time column per step
+    assert re.search(r"completed: 4 steps, .*, \d+\.\d s", result.output), result.output
+    assert f"started {report.started_at.isoformat(timespec='seconds')}" in html
+    assert "time" in result.output and report.duration_s is not None
     # the default database is created in the current directory
     assert (tmp_path / ".veriloop" / "plans.sqlite").is_file()
     # live progress: a line per check, one per finished step

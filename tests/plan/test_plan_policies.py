@@ -83,6 +83,18 @@ def test_a_clean_run_completes_and_passes_dependency_results(runner):
     assert [a.run_number for a in report.steps["a"].attempts] == [1]
 
 
+def test_a_report_says_when_the_run_started_and_ended_and_how_long_each_part_took(runner):
+    report = runner().run(manifest(py_step("a", "slow"), py_step("b", depends_on=["a"])))
+    assert report.started_at is not None and report.ended_at is not None
+    assert report.duration_s == pytest.approx(
+        (report.ended_at - report.started_at).total_seconds(), abs=0.01
+    )
+    a = report.steps["a"]
+    assert a.duration_s >= 0.2 and a.attempts[0].duration_s >= 0.2  # slow sleeps 0.2 s
+    assert report.started_at <= a.attempts[0].started_at <= report.ended_at
+    assert report.duration_s >= a.duration_s + report.steps["b"].duration_s
+
+
 def test_python_steps_are_not_retried_even_with_a_budget(runner, calls):
     # Re-running a deterministic executor changes nothing (seed 004, pitfall 3).
     report = runner().run(manifest(py_step("a", "bad", max_retries=3, on_failure="retry")))
