@@ -192,6 +192,11 @@ class ReplanRecord(WireModel):
     diagnosis: dict[str, str] = Field(default_factory=dict)
     added: list[str] = Field(default_factory=list)
     removed: list[str] = Field(default_factory=list)
+    changes: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Replaced step id -> DeepDiff's field-level difference between the step and "
+        "its replacement with the same id (values_changed, iterable_item_added, ...).",
+    )
     summary: str = Field(default="", description="The replanner's own account of the change.")
 
 

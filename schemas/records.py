@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -23,9 +23,29 @@ class ActionRecord(WireModel):
     source: ActionSource = "action_generation"
 
 
+class StepChanges(WireModel):
+    """A structural comparison of a plan's remaining steps with a proposed replacement."""
+
+    before: int = Field(description="Remaining steps compared.")
+    after: int = Field(description="Steps proposed in their place.")
+    changed: int = Field(description="Steps added, removed or edited.")
+    minor: bool = Field(
+        description="Within the rule for editing in place (engines/step_diff.py): the same number "
+        "of steps give or take one, and at most one step or a third of them changed."
+    )
+    diff: dict[str, Any] = Field(
+        default_factory=dict,
+        description="DeepDiff's report (values_changed, iterable_item_added, ...), by position.",
+    )
+
+
 class ReplanningResult(WireModel):
     """What replanning did."""
 
     plan_regenerated: bool = False
     plan_modified: bool = False
     reason: str = ""
+    step_changes: StepChanges | None = Field(
+        default=None,
+        description="How the proposed steps differ from the remaining ones (None: none proposed).",
+    )

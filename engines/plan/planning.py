@@ -22,6 +22,7 @@ from veriloop.engines.plan.manifest import (
     downstream_of,
     manifest_from_draft,
 )
+from veriloop.engines.step_diff import field_changes
 from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError
 from veriloop.prompts.page_data import fenced
 from veriloop.prompts.plan_planning import STEP_RESULTS, planner_messages, replanner_messages
@@ -160,6 +161,13 @@ async def repair_plan(
             "summary": answer.value.summary,
             "added": sorted(after - before),
             "removed": sorted(before - after),
+            "changes": {
+                step_id: field_changes(
+                    manifest.step(step_id).model_dump(), repaired.step(step_id).model_dump()
+                )
+                for step_id in replaced
+                if step_id in after
+            },
         }
     )
     return Repair(repaired, record, usage)
