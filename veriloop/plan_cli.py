@@ -37,6 +37,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 
 from veriloop.llm.endpoint import describe_model, model_configured
@@ -51,6 +52,8 @@ console = Console(highlight=False)
 DEFAULT_DB = Path(".veriloop") / "plans.sqlite"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_AWAITING_REVIEW = 0, 1, 2, 3
 _RUNS_TABLE = "veriloop_plan_cli_runs"
+_PIPED_MAX_WIDTH = 400
+"""Piped tables grow to their natural width up to this many columns."""
 
 Db = Annotated[
     Path,
@@ -210,6 +213,11 @@ def describe_event(event: dict[str, Any]) -> str | None:
         if status != "completed" and event.get("diagnosis"):
             line += f" [dim]{escape(_one_line(str(event['diagnosis'])))}[/]"
         return line
+    if kind == "step_disposition":
+        what = _DISPOSITION_WORDS.get(
+            str(event.get("disposition")), escape(str(event.get("disposition")))
+        )
+        return f"[dim]   {step}: {what}[/]"
     if kind == "replan":
         line = (
             f"[magenta]~  replan {event.get('round')}[/]: blocked {_ids(event.get('blocked'))}; "
@@ -223,9 +231,15 @@ def describe_event(event: dict[str, Any]) -> str | None:
     return None
 
 
+_DISPOSITION_WORDS = {
+    "skip": "the run goes on without it",
+    "block": "the steps after it are blocked",
+    "halt": "the run halts",
+    "replan": "a replan will redesign it",
+}
 _STATUS_COLOUR = {
     "completed": "green",
-    "skipped": "yellow",
+    "pending": "dim",
     "blocked": "yellow",
     "awaiting_review": "cyan",
 }
@@ -252,8 +266,20 @@ def print_event(event: dict[str, Any]) -> None:
             console.file.flush()  # live also when piped (CI logs, `| tee`)
 
 
+def print_wide(renderable: Any) -> None:
+    """Print a table; piped, at its natural width (rich would fold its cells at 80 columns)."""
+    if console.is_terminal:
+        console.print(renderable)
+        return
+    natural = Measurement.get(console, console.options.update_width(_PIPED_MAX_WIDTH), renderable)
+    Console(file=console.file, width=max(console.width, natural.maximum), highlight=False).print(
+        renderable
+    )
+
+
 def print_summary(report, *, scripted: bool = False) -> None:
-    """The table of steps (replaced ones included) and the run's outcome."""
+    """The table of steps (not yet run and replaced ones included) and the run's outcome."""
+    from veriloop.schemas.plan_run import StepResult
     from veriloop.schemas.usage import total_usage
 
     table = Table(title=f"plan run {report.run_id}", title_justify="left")
@@ -265,7 +291,13 @@ def print_summary(report, *, scripted: bool = False) -> None:
             overflow="fold",
             min_width=len(name),
         )
-    rows = [(r, False) for r in report.steps.values()] + [(r, True) for r in report.superseded]
+    unscheduled = [
+        StepResult(step_id=step.id, status="pending")
+        for step in (report.manifest.steps if report.manifest else [])
+        if step.id not in report.steps
+    ]
+    rows = [(r, False) for r in [*report.steps.values(), *unscheduled]]
+    rows += [(r, True) for r in report.superseded]
     for result, superseded in rows:
         usage = total_usage(result.usage)
         checks = result.attempts[-1].checks if result.attempts else []
@@ -281,12 +313,12 @@ def print_summary(report, *, scripted: bool = False) -> None:
             str(usage.input_tokens + usage.output_tokens),
             f"${cost:.4f}",
         )
-    console.print(table)
+    print_wide(table)
     total = total_usage(report.usage)
     cost = 0.0 if scripted else total.cost_usd
     colour = "green" if report.status == "completed" else "red"
     console.print(
-        f"[{colour}]{escape(report.status)}[/]: {len(report.steps)} steps, "
+        f"[{colour}]{escape(report.status)}[/]: {len(report.steps) + len(unscheduled)} steps, "
         f"{len(report.replan_history)} replan(s), {total.input_tokens + total.output_tokens} tokens "
         f"in {total.calls} model calls, ${cost:.4f}"
         + (f", {_seconds(report.duration_s)}" if report.duration_s is not None else "")
@@ -356,13 +388,12 @@ def _interactive() -> bool:
         return False
 
 
-_DEPENDENCY_RESULTS = "\n\nResults of the steps this one depends on:"
-
-
 def print_pending(report, db: Path) -> None:
+    from veriloop.engines.plan.planning import DEPENDENCY_RESULTS
+
     console.print(f"\n[cyan]The run waits for {len(report.pending_reviews)} human review(s):[/]")
     for review in report.pending_reviews:
-        question = review.question.split(_DEPENDENCY_RESULTS, 1)[0]
+        question = review.question.split(f"\n\n{DEPENDENCY_RESULTS}", 1)[0]
         console.print(f"  {escape(review.step_id)}: {escape(_one_line(question, 300))}")
         for command in review.context.get("commands") or []:
             console.print(f"    [yellow]$ {escape(str(command))}[/]")
@@ -428,7 +459,36 @@ def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     return typer.Exit(code)
 
 
-@plan_app.command("run")
+_DISPOSITION_HELP = {"halt": "halt the run", "skip": "go on without it", "replan": "replan"}
+
+
+def _policy_help() -> str:
+    """The on_failure x critical matrix for ``plan run --help``, read off the policy engine."""
+    from veriloop.engines.plan.policy import policy_matrix
+    from veriloop.schemas.manifest import DEPRECATED_ON_FAILURE
+
+    lines = [
+        "What the run does when a step fails (on_failure x critical); the step's status still "
+        "says it failed, and its disposition says what the run did:"
+    ]
+    for policy, critical, other, critical_spent, other_spent in policy_matrix():
+
+        def cell(now: str, spent: str) -> str:
+            words = _DISPOSITION_HELP[now]
+            return words if now == spent else f"{words}, then {_DISPOSITION_HELP[spent]}"
+
+        name = f"{policy} (default)" if policy == "halt_if_critical" else policy
+        lines.append(
+            f"  {name}: critical: {cell(critical, critical_spent)}; "
+            f"not critical: {cell(other, other_spent)}"
+        )
+    lines.append("  retry also retries after the step reports a blocker ([FAIL]: notes).")
+    old = ", ".join(f"{was} = {now}" for was, now in DEPRECATED_ON_FAILURE.items())
+    lines.append(f"Deprecated spellings: {old}.")
+    return "\n\n".join(lines)
+
+
+@plan_app.command("run", epilog=_policy_help())
 def run_command(
     file: Annotated[
         Path | None,

@@ -320,6 +320,18 @@ def critique_of(findings: Sequence[CriticFinding], llm_approved: bool | None = N
     )
 
 
+def rejection_reason(critique: Critique) -> str:
+    """Why the critic rejected a plan, located like a parse error: each critical finding's message
+    (``steps[0] (id 'a').checks[0]: ...``), then the summary."""
+    critical = [f.message for f in critique.findings if f.severity == "critical"]
+    if critique.llm_approved is False:
+        critical.append("the LLM review did not approve the plan")
+    if len(critical) == 1:
+        return f"plan rejected by the critic: {critical[0]} ({critique.summary})"
+    lines = "\n".join(f"- {message}" for message in critical)
+    return f"plan rejected by the critic ({len(critical)} problems):\n{lines}\n{critique.summary}"
+
+
 def static_review(
     manifest: Manifest,
     *,

@@ -224,3 +224,31 @@ def test_llm_example_runs_with_a_configured_model(cli, tmp_path: Path, scripted_
         "Model: <code>gpt-4.1-mini</code> via an OpenAI-compatible server at http://127.0.0.1"
         in html
     )
+
+
+def test_summary_counts_unscheduled_steps_and_keeps_long_names_whole_when_piped(
+    cli, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    first = cli("run", "examples/review.yaml", "--run-id", "count")
+    assert first.exit_code == 3, first.output
+    # 3 steps in the plan, one of them not scheduled yet: the count and the table say so.
+    assert "awaiting_review: 3 steps" in first.output
+    assert re.search(r"│ publish\s+│ pending", first.output), first.output
+    # The review shows the draft's result once, inline, and no model-facing fence markers.
+    assert "<<<" not in first.output and "STEP_RESULTS" not in first.output
+
+    manifest = tmp_path / "long.yaml"
+    long_id = "python_major_version_of_the_interpreter_that_runs_this_plan"
+    manifest.write_text(f"steps:\n  - id: {long_id}\n    command: echo hi\n")
+    result = cli("run", str(manifest))
+    assert result.exit_code == 0, result.output
+    assert f"│ {long_id} │" in result.output  # one row, not folded at 80 columns
+
+
+def test_run_help_shows_the_failure_policy_matrix(cli) -> None:
+    result = cli("run", "--help")
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "halt_if_critical (default)" in text and "stop = halt_if_critical" in text
+    assert "continue: critical: go on without it; not critical: go on without it" in text

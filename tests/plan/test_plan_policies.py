@@ -235,6 +235,31 @@ def test_an_invalid_user_manifest_is_rejected_with_located_problems(runner):
     assert report.critique.has_critical
 
 
+def test_a_critic_rejection_says_where_like_a_parse_error(runner):
+    bad = py_step("a", checks=["result.items >"])  # parses, but the predicate does not compile
+    report = runner().run(manifest(bad))
+    assert report.status == "rejected" and report.critique.has_critical
+    assert report.halt_reason.startswith(
+        "plan rejected by the critic: steps[0] (id 'a').checks[0]: predicate does not compile"
+    )
+
+
+def test_a_review_question_shows_each_result_once_and_no_model_fences(runner):
+    review = {
+        "id": "review",
+        "type": "human_review",
+        "input": "Ship {{a}}?",
+        "depends_on": ["a", "b"],
+    }
+    report = runner().run(manifest(py_step("a"), py_step("b"), review), run_id="q")
+    (pending,) = report.pending_reviews
+    question = pending.question
+    assert question.startswith('Ship {"value": "a", "depends": []}?')
+    assert question.count('"value": "a"') == 1  # inline, not repeated below
+    assert '- b: {"value": "b", "depends": []}' in question  # the one the text does not show
+    assert "<<<" not in question and "STEP_RESULTS" not in question
+
+
 @pytest.mark.parametrize(
     ("given", "kind"),
     [
