@@ -41,6 +41,7 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from veriloop.llm.endpoint import describe_model, model_configured
+from veriloop.schemas.usage import total_usage
 
 plan_app = typer.Typer(
     help="Plans of tool-using steps: run a manifest, resume a run, rewrite its report, the demo.",
@@ -280,7 +281,6 @@ def print_wide(renderable: Any) -> None:
 def print_summary(report, *, scripted: bool = False) -> None:
     """The table of steps (not yet run and replaced ones included) and the run's outcome."""
     from veriloop.schemas.plan_run import StepResult
-    from veriloop.schemas.usage import total_usage
 
     table = Table(title=f"plan run {report.run_id}", title_justify="left")
     numeric = ("attempts", "checks", "time", "tokens", "cost")
@@ -742,6 +742,104 @@ def report_command(
         scripted=settings.scripted,
     )
     console.print(f"{escape(stored.status)}: report {escape(str(path))}")
+
+
+@plan_app.command("show")
+def show_command(
+    run_id: Annotated[str, typer.Argument(help="The stored run (live or finished).")],
+    db: Db = DEFAULT_DB,
+    depth: Annotated[
+        int | None,
+        typer.Option("--depth", min=1, help="Nesting levels shown (1: the run's own steps)."),
+    ] = None,
+    flat: Annotated[
+        bool, typer.Option("--flat", help="One flat list, nested steps named parent/child.")
+    ] = False,
+) -> None:
+    """The run's steps from its checkpoint, nested plans indented under their step with each
+    parent's aggregate (done/total, failed, cost); works while the run is live or after."""
+    from veriloop.engines.plan.hierarchy import aggregate, plan_tree
+    from veriloop.plans import UnknownRunError
+
+    if depth is not None and flat:
+        raise _fail("--depth and --flat do not go together: --flat lists every level")
+    if not db.is_file():
+        raise _fail(f"no plan database at {db}")
+    settings = load_settings(db, run_id) or RunSettings(workspace=str(Path.cwd()))
+
+    async def go():
+        async with _runner(db, settings, None) as runner:
+            report = await runner.areport(run_id)
+            return report, await live_child_reports(runner, run_id)
+
+    try:
+        report, live = asyncio.run(go())
+    except UnknownRunError:
+        raise _fail(f"no plan run {run_id!r} in {db}") from None
+    rows = plan_tree(report, live=live, max_depth=depth)
+    whole = aggregate(report)
+    table = Table(title=f"plan run {report.run_id}", title_justify="left")
+    for name in ("step", "status", "done", "failed", "attempts", "cost", "time"):
+        table.add_column(name, justify="left" if name in ("step", "status") else "right")
+    for row in rows:
+        result, children = row.result, row.children
+        colour = _STATUS_COLOUR.get(result.status, "red")
+        name = row.path if flat else "  " * row.depth + result.step_id
+        cost = children.cost_usd if children else total_usage(result.usage).cost_usd
+        table.add_row(
+            escape(name),
+            f"[{colour}]{escape(result.status)}[/]",
+            f"{children.done}/{children.total}" if children else "",
+            str(children.failed) if children else "",
+            str(len(result.attempts)) if result.attempts else "",
+            _money(0.0 if settings.scripted else cost),
+            _seconds(result.duration_s),
+        )
+    print_wide(table)
+    colour = "green" if report.status == "completed" else "red"
+    console.print(
+        f"[{colour}]{escape(report.status)}[/]: {whole.done}/{whole.total} steps done, "
+        f"{whole.failed} failed, {_money(0.0 if settings.scripted else whole.cost_usd)}"
+        + (f", {_seconds(report.duration_s)}" if report.duration_s is not None else "")
+    )
+
+
+async def live_child_reports(runner, run_id: str) -> dict[str, Any]:
+    """Reports of the nested plans still running (or paused) in a run, by child run id.
+
+    A plan step runs its child plan inside its ``subplan`` node, so the child's state lives under
+    that node's checkpoint namespace, not in the parent's snapshot."""
+    from veriloop.graph.plan_io import state_to_report
+    from veriloop.plans import pending_reviews, steps_in_flight
+
+    found: dict[str, Any] = {}
+
+    async def visit(snapshot) -> None:
+        for task in snapshot.tasks:
+            step = task.state
+            if task.name != "run_step" or step is None or isinstance(step, dict):
+                continue
+            for inner in step.tasks:
+                if inner.name != "subplan":
+                    continue
+                namespace = f"{step.config['configurable']['checkpoint_ns']}|subplan:{inner.id}"
+                config = {"configurable": {"thread_id": run_id, "checkpoint_ns": namespace}}
+                child = await runner.graph.aget_state(config, subgraphs=True)
+                if child.values.get("run_id"):
+                    found[child.values["run_id"]] = state_to_report(
+                        child.values,
+                        pending_reviews=pending_reviews(child),
+                        in_flight=steps_in_flight(child),
+                    )
+                    await visit(child)
+
+    config = {"configurable": {"thread_id": run_id}}
+    await visit(await runner.graph.aget_state(config, subgraphs=True))
+    return found
+
+
+def _money(cost_usd: float) -> str:
+    return f"${cost_usd:.4f}"
 
 
 @plan_app.command("demo")

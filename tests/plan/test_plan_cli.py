@@ -252,3 +252,71 @@ def test_run_help_shows_the_failure_policy_matrix(cli) -> None:
     text = " ".join(result.output.split())
     assert "halt_if_critical (default)" in text and "stop = halt_if_critical" in text
     assert "continue: critical: go on without it; not critical: go on without it" in text
+
+
+NESTED = """goal: nested
+steps:
+  - id: a
+    command: echo a
+  - id: child
+    type: plan
+    depends_on: [a]
+    plan:
+      steps:
+        - id: x
+          command: echo x
+        - id: rev
+          type: human_review
+          input: "ok?"
+          depends_on: [x]
+        - id: y
+          command: echo y
+          depends_on: [rev]
+  - id: after
+    command: echo after
+    depends_on: [child]
+"""
+
+
+def _rows(output: str) -> list[list[str]]:
+    return [
+        [cell.strip() for cell in line.strip("│").split("│")]
+        for line in output.splitlines()
+        if line.startswith("│")
+    ]
+
+
+def test_show_prints_nested_plans_indented_with_each_parents_aggregate(cli, tmp_path) -> None:
+    (tmp_path / "nested.yaml").write_text(NESTED)
+    assert cli("run", "nested.yaml", "--run-id", "n1").exit_code == 3
+    # Live: the child plan is paused at its review, and show reads it from the checkpoint.
+    live = cli("show", "n1")
+    assert live.exit_code == 0, live.output
+    rows = [(r[0], r[1], r[2], r[3]) for r in _rows(live.output)]
+    assert rows == [
+        ("a", "completed", "", ""),
+        ("child", "awaiting_review", "1/3", "0"),
+        ("x", "completed", "", ""),
+        ("rev", "awaiting_review", "", ""),
+        ("y", "pending", "", ""),
+        ("after", "pending", "", ""),
+    ]
+    assert "│   x " in live.output  # indented under its parent
+    assert "awaiting_review: 1/3 steps done, 0 failed" in live.output
+    flat = cli("show", "n1", "--flat")
+    assert [r[0] for r in _rows(flat.output)] == [
+        "a",
+        "child",
+        "child/x",
+        "child/rev",
+        "child/y",
+        "after",
+    ]
+
+    assert cli("resume", "n1", "--approve-all").exit_code == 0
+    top = cli("show", "n1", "--depth", "1")
+    assert [(r[0], r[2]) for r in _rows(top.output)] == [("a", ""), ("child", "3/3"), ("after", "")]
+    assert "completed: 3/3 steps done, 0 failed" in top.output
+    both = cli("show", "n1", "--depth", "1", "--flat")
+    assert both.exit_code == 2 and "do not go together" in both.output
+    assert cli("show", "nope").exit_code == 2
