@@ -10,6 +10,8 @@ from veriloop.schemas.base import WireModel
 from veriloop.schemas.observation import BeforeStateSummary
 
 ActionSource = Literal["action_generation", "correction", "goal_achieved"]
+ActionType = Literal["navigation", "dropdown", "generic"]
+"""The prediction path's classes of action: navigation and dropdowns have fixed expected outcomes."""
 
 
 class ActionRecord(WireModel):
@@ -21,6 +23,14 @@ class ActionRecord(WireModel):
     before_state: BeforeStateSummary | None = None
     plan_step_index: int | None = None
     source: ActionSource = "action_generation"
+    action_type: ActionType | None = Field(
+        default=None, description="How the prediction path classified the action."
+    )
+    expected_outcome: str | None = Field(
+        default=None,
+        description="What the action should do: a fixed template for navigation and dropdowns, "
+        "the plan step's expected outcome otherwise; correction compares it with what was observed.",
+    )
 
 
 class StepChanges(WireModel):
