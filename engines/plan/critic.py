@@ -110,7 +110,7 @@ RECOMMENDATIONS: dict[str, str] = {
     "bad_check": "Fix the predicate so it compiles (an expression over input, result and depends "
     "returning true, false or a diagnosis string).",
     "useless_retry": "Use on_failure retry only on llm steps with max_retries of 1 or more; use "
-    "stop, skip or replan for deterministic steps.",
+    "halt_if_critical, continue or replan for deterministic steps.",
     "missing_dependency": "Make every depends_on name an existing step id.",
     "cycle": "Break the dependency cycle: a step cannot depend, even indirectly, on itself.",
     "duplicate_id": "Give every step and agent a unique name.",
