@@ -28,7 +28,7 @@ STATUS_COLOURS = {
     "completed": ("#d9f2e1", "#1b7f3b"),
     "test_failed": ("#fbe0de", "#b3261e"),
     "failed": ("#fbe0de", "#b3261e"),
-    "skipped": ("#eceff3", "#5b6776"),
+    "pending": ("#eceff3", "#5b6776"),
     "blocked": ("#fdebd3", "#a35a00"),
     "awaiting_review": ("#e3ecfb", "#1f4e79"),
     "running": ("#e3ecfb", "#1f4e79"),
@@ -334,7 +334,7 @@ class _Page:
             f"<span class='badge' style='background:{fill};color:{stroke}'>{_e(status)}</span>"
             for status, (fill, stroke) in STATUS_COLOURS.items()
             if status
-            in {"completed", "test_failed", "failed", "skipped", "blocked", "awaiting_review"}
+            in {"completed", "test_failed", "failed", "blocked", "awaiting_review"}
         )
         return (
             "<section><h2>The plan</h2><div class='card' style='overflow-x:auto'>"
@@ -464,6 +464,8 @@ class _Page:
             badges.append(f"<span class='badge'>on_failure: {_e(spec.on_failure)}</span>")
             if spec.origin == "model":
                 badges.append("<span class='badge'>written by a model</span>")
+        if result.disposition is not None:
+            badges.append(f"<span class='badge'>disposition: {_e(result.disposition)}</span>")
         if result.oscillated:
             badges.append("<span class='badge'>stopped early: oscillating</span>")
         facts = (
