@@ -28,7 +28,6 @@ STATUS_COLOURS = {
     "completed": ("#d9f2e1", "#1b7f3b"),
     "test_failed": ("#fbe0de", "#b3261e"),
     "failed": ("#fbe0de", "#b3261e"),
-    "pending": ("#eceff3", "#5b6776"),
     "blocked": ("#fdebd3", "#a35a00"),
     "awaiting_review": ("#e3ecfb", "#1f4e79"),
     "running": ("#e3ecfb", "#1f4e79"),
@@ -333,8 +332,7 @@ class _Page:
         legend = " ".join(
             f"<span class='badge' style='background:{fill};color:{stroke}'>{_e(status)}</span>"
             for status, (fill, stroke) in STATUS_COLOURS.items()
-            if status
-            in {"completed", "test_failed", "failed", "blocked", "awaiting_review"}
+            if status in {"completed", "test_failed", "failed", "blocked", "awaiting_review"}
         )
         return (
             "<section><h2>The plan</h2><div class='card' style='overflow-x:auto'>"
