@@ -135,7 +135,7 @@ async def _failing_attempt(workspace: Path, step: ManifestStep, run_number: int,
         review=False,
         check_timeout_s=120,
     )
-    return attempt_report(run_number, execution, checks, 0.0)
+    return attempt_report(run_number, execution, checks, started_at=0.0, ended_at=0.0)
 
 
 def _model_output(run_number: int) -> str:

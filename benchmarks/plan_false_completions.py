@@ -10,9 +10,10 @@ routes every request by that name, then by the ``Step: <id>`` line, the ``Attemp
 line and the turn number within the attempt.
 
 Each case declares the final ``(status, verification_status)`` it expects of each of its steps:
-``completed``/``verified`` only for honest steps. Lying steps are ``critical`` with
-``on_failure: stop`` unless the case is about another policy, so their status keeps what the checks
-found (``test_failed`` when the tests check failed, ``failed`` otherwise) instead of ``skipped``.
+``completed``/``verified`` only for honest steps. A step's status keeps what the checks found
+(``test_failed`` when the tests check failed, ``failed`` otherwise) whatever its policy let the run
+do next (that is its ``disposition``). Lying steps are ``critical`` with ``on_failure:
+halt_if_critical`` unless the case is about another policy.
 
 Two counts, over every step a case declares:
 
@@ -239,7 +240,6 @@ TEST_FAILED: Expected = ("test_failed", "partial_pass")
 FAILED: Expected = ("failed", "partial_pass")
 CRASHED: Expected = ("failed", "execution_failed")
 BLOCKED: Expected = ("blocked", None)
-SKIPPED: Expected = ("skipped", "partial_pass")
 STOPPED: Expected = ("missing", None)
 """The run stopped on a provider outage before reporting (resumable): nothing completed."""
 
@@ -887,11 +887,11 @@ def build_cases() -> list[Case]:
                 data_step(
                     "collect",
                     critical=False,
-                    on_failure="skip",
+                    on_failure="continue",
                     checks=[predicate('len(result["rows"]) > 0')],
                 )
             ),
-            {"collect": SKIPPED, "summarize": FAILED, "publish": BLOCKED},
+            {"collect": FAILED, "summarize": FAILED, "publish": BLOCKED},
             scripts={"collect": [mark("[SUCCESS]: sales collected", {"rows": [], "total": 7})]},
             tools=gate_tools([], 0),
         ),
@@ -1559,7 +1559,7 @@ def build_cases() -> list[Case]:
             g,
             "the repair is the same step; it lies again",
             [llm(critical=False, on_failure="replan")],
-            {"impl": SKIPPED},
+            {"impl": TEST_FAILED},
             project=True,
             scripts={"impl": [code(BUGGY)]},
             replan=RepairDraft(summary="try again", steps=[same_step]),
@@ -1571,7 +1571,7 @@ def build_cases() -> list[Case]:
             g,
             "the repair renames the step; the lie is the same",
             [llm(critical=False, on_failure="replan")],
-            {"impl_v2": SKIPPED},
+            {"impl_v2": TEST_FAILED},
             project=True,
             scripts={"impl": [code(BUGGY)], "impl_v2": [code(BUGGY)]},
             replan=RepairDraft(
@@ -1591,7 +1591,7 @@ def build_cases() -> list[Case]:
                     checks=[predicate('result["count"] == len(result["items"])')],
                 )
             ],
-            {"report": SKIPPED},
+            {"report": FAILED},
             scripts={"report": [mark("[SUCCESS]: 3 items", {"items": ["a", "b"], "count": 3})]},
             replan=RepairDraft(
                 summary="no check this time",

@@ -6,6 +6,12 @@ unchanged), ``alternative_element`` -> the failed action on another element,
 ``scroll_into_view`` -> ``scroll(ID)``, ``refresh_page`` -> ``refresh()``. A strategy tried on a step is identified with its argument
 (``alternative_element(170)``) and is not offered again on that step; a choice
 that repeats one, or cannot be applied, falls back to the next delayed retry.
+
+The failed action's expected outcome, checked against the page now and the client's own check
+(``engines/prediction.py``), reaches the prompt as "Expected: X; observed: Y". When that check
+says the expected outcome is there after all (prediction confidence at or above the threshold),
+the action did its work and the page was slow to show it: ``alternative_element`` is not offered,
+because doing the action again elsewhere would do it twice.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
+from veriloop.engines.prediction import PredictionCheck
 from veriloop.engines.step_context import StepContext, ask
 from veriloop.llm.base import AsyncStructuredLLM
 from veriloop.prompts.correction import correction_messages
@@ -78,10 +85,13 @@ def retry_delay(tried: Collection[str]) -> float:
     return min(FIRST_DELAY_S * 2**retries, MAX_WAIT_SECONDS)
 
 
-def offered_strategies(tried: Collection[str], failed_action: Action | None) -> list[str]:
-    """Lines describing the strategies still available on this step."""
+def offered_strategies(
+    tried: Collection[str], failed_action: Action | None, *, expected_seen: bool = False
+) -> list[str]:
+    """Lines describing the strategies still available on this step; ``expected_seen``: the
+    prediction check found the action's expected outcome on the page."""
     offered = [f"retry_with_delay: wait({retry_delay(tried):g}) and look at the page again"]
-    if _accepts_other_element(failed_action):
+    if _accepts_other_element(failed_action) and not expected_seen:
         offered.append(
             f"alternative_element: do {failed_action} on another element (give element_id)"
         )
@@ -97,9 +107,14 @@ def strategy_action(
     failed_action: Action | None,
     page_ids: Collection[int],
     tried: Collection[str],
+    expected_seen: bool = False,
 ) -> tuple[Action, str]:
     """The action for ``choice`` and its strategy key; InvalidStrategy when it repeats or cannot apply."""
     element = choice.element_id
+    if choice.strategy == "alternative_element" and expected_seen:
+        raise InvalidStrategy(
+            "the expected outcome is on the page: doing the action elsewhere would do it twice"
+        )
     if choice.strategy == "retry_with_delay":
         delay = retry_delay(tried)
         action, key = Action(kind="wait", seconds=delay), f"retry_with_delay({delay:g})"
@@ -138,14 +153,20 @@ async def choose_correction(
     failed_action: Action | None,
     problem: str,
     tried: list[str],
+    prediction: PredictionCheck | None = None,
+    observed: list[str] | None = None,
 ) -> CorrectionOutcome:
-    """Ask for a strategy among those not yet tried; fall back to the next delayed retry."""
+    """Ask for a strategy among those not yet tried; fall back to the next delayed retry.
+    ``prediction``: the verified action's expected outcome checked against the page now;
+    ``observed``: what verification saw."""
     focus = [failed_action.element_id] if failed_action is not None else []
+    expected_seen = prediction is not None and prediction.verdict.success
     messages = correction_messages(
         now.situation(focus_ids=focus),
         failed_action=str(failed_action) if failed_action is not None else None,
         problem=problem,
-        offered=offered_strategies(tried, failed_action),
+        expectation=prediction.lines(observed or []) if prediction is not None else [],
+        offered=offered_strategies(tried, failed_action, expected_seen=expected_seen),
         tried=tried,
     )
     answer = await ask(llm, "correction", messages, CorrectionChoice)
@@ -153,7 +174,11 @@ async def choose_correction(
         return _fallback(tried, f"unusable correction answer ({answer.error})", answer.usage)
     try:
         action, key = strategy_action(
-            answer.value, failed_action=failed_action, page_ids=now.page.element_ids, tried=tried
+            answer.value,
+            failed_action=failed_action,
+            page_ids=now.page.element_ids,
+            tried=tried,
+            expected_seen=expected_seen,
         )
     except InvalidStrategy as exc:
         return _fallback(tried, str(exc), answer.usage)

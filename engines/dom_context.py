@@ -35,6 +35,7 @@ _KEPT_ATTRS = frozenset(
         "selected",
         "disabled",
         "aria-expanded",
+        "aria-haspopup",
         "aria-checked",
     }
 )

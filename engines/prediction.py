@@ -1,16 +1,18 @@
-"""The prediction path, used by correction (not by observation verification): what should an action do,
-do DOM checks confirm it, and how confident is the verdict (seed "Action Type Classification",
-"DOM-Based Checks", "Confidence Calculation").
+"""The prediction path, used by correction and display (not by observation verification): what
+should an action do, do DOM checks confirm it, and how confident is the verdict (seed "Action Type
+Classification", "DOM-Based Checks", "Confidence Calculation", "Outcome Prediction").
 
-Navigation and dropdown actions get fixed expected-outcome templates (a model guessing selectors is
-often wrong); generic actions have none here.
+Each action is recorded with its expected outcome (``predict_outcome``): navigation and dropdown
+actions get fixed templates (a model guessing selectors is often wrong); a generic action expects
+what its plan step expects. When the action's verification fails, correction checks the prediction
+against the page it now sees and the client's own check (``check_prediction``), and its prompt and
+strategy choice read "expected: X; observed: Y".
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 from urllib.parse import urlsplit
 
 from lxml import etree
@@ -19,8 +21,7 @@ from veriloop.engines.skeleton import parse_html
 from veriloop.schemas.actions import Action, parse_action
 from veriloop.schemas.observation import ClientVerification
 from veriloop.schemas.page_contract import ELEMENT_ID_ATTR
-
-ActionType = Literal["navigation", "dropdown", "generic"]
+from veriloop.schemas.records import ActionRecord, ActionType
 
 PREDICTION_SUCCESS_THRESHOLD = 0.70
 CLIENT_FOUND_BONUS = 0.40
@@ -266,3 +267,108 @@ def prediction_confidence(
     if capped:
         confidence = NOT_FOUND_CAP
     return PredictionVerdict(confidence=confidence, success=confidence >= threshold, capped=capped)
+
+
+# --- the path correction takes -------------------------------------------------------------
+
+
+def predict_outcome(
+    action: Action, dom: str, *, step_expectation: str | None
+) -> tuple[ActionType, ExpectedOutcome | None]:
+    """The action's type and expected outcome: the fixed template for navigation and dropdowns,
+    else the plan step's expected outcome (None when the step names none, and for finish() and
+    fail(), which end the task rather than change the page)."""
+    action_type = classify_action_type(action, dom)
+    if action.kind in ("finish", "fail"):
+        return action_type, None
+    expected = expected_outcome_template(action_type)
+    if expected is None and step_expectation:
+        expected = ExpectedOutcome(description=step_expectation)
+    return action_type, expected
+
+
+@dataclass(frozen=True)
+class PredictionCheck:
+    """An expected outcome held against the page after the action, and the confidence it gives."""
+
+    expected: ExpectedOutcome
+    dom: DomCheckReport
+    verdict: PredictionVerdict
+    client_verification: ClientVerification | None
+
+    def lines(self, observed: Sequence[str]) -> list[str]:
+        """What correction's prompt reads: "Expected: X; observed: Y", then the checks."""
+        seen = "; ".join(observed) or "nothing"
+        checks = ", ".join(
+            f"{name} {'yes' if ok else 'no'}" for name, ok in self.dom.checks.items()
+        )
+        client = self.client_verification
+        lines = [f"Expected: {self.expected.description}; observed: {seen}"]
+        if checks:
+            lines.append(f"DOM checks of the expected outcome: {checks}")
+        if client is not None:
+            found = "found" if client.element_found else "did not find"
+            lines.append(
+                f"The client {found} the expected element {client.selector or ''}".rstrip()
+            )
+        capped = " (capped: the expected element is missing)" if self.verdict.capped else ""
+        lines.append(f"Prediction confidence: {self.verdict.confidence:.2f}{capped}")
+        return lines
+
+
+def check_prediction(
+    action_type: ActionType,
+    expected_description: str | None,
+    *,
+    dom: str,
+    before_url: str,
+    after_url: str,
+    target_element_id: int | None,
+    semantic_confidence: float,
+    client_verification: ClientVerification | None,
+) -> PredictionCheck | None:
+    """Hold the recorded expectation against the page now; None when the action expected nothing."""
+    expected = expected_outcome_template(action_type)
+    if expected is None:
+        if not expected_description:
+            return None
+        expected = ExpectedOutcome(description=expected_description)
+    report = run_dom_checks(
+        expected,
+        dom,
+        before_url=before_url,
+        after_url=after_url,
+        target_element_id=target_element_id,
+    )
+    verdict = prediction_confidence(
+        semantic_confidence=semantic_confidence,
+        dom_score=report.score,
+        action_type=action_type,
+        url_changed_as_expected=report.checks.get("url_changed", False),
+        expected_element_found=report.expected_element_found,
+        client_verification=client_verification,
+    )
+    return PredictionCheck(expected, report, verdict, client_verification)
+
+
+def check_recorded_prediction(
+    record: ActionRecord,
+    *,
+    page_html: str,
+    url: str,
+    semantic_confidence: float,
+    client_verification: ClientVerification | None,
+) -> PredictionCheck | None:
+    """``check_prediction`` for the action a history record holds, on the page seen after it."""
+    if record.action_type is None:
+        return None
+    return check_prediction(
+        record.action_type,
+        record.expected_outcome,
+        dom=page_html,
+        before_url=record.before_state.url if record.before_state else url,
+        after_url=url,
+        target_element_id=parse_action(record.action).element_id,
+        semantic_confidence=semantic_confidence,
+        client_verification=client_verification,
+    )

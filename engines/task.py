@@ -8,7 +8,7 @@ from typing import Any
 from veriloop.schemas.actions import Action
 from veriloop.schemas.api import TaskStatus
 from veriloop.schemas.observation import BeforeStateSummary
-from veriloop.schemas.records import ActionRecord, ActionSource
+from veriloop.schemas.records import ActionRecord, ActionSource, ActionType
 
 
 def finish_action(verification: Mapping[str, Any]) -> tuple[Action, str]:
@@ -34,6 +34,8 @@ def finalize_update(
     correction_attempts: int,
     tried_strategies: Sequence[str],
     correction_strategy: str | None,
+    action_type: ActionType | None = None,
+    expected_outcome: str | None = None,
 ) -> dict[str, Any]:
     """The state update closing a run: the history record, the status, and the per-step correction counters.
 
@@ -52,6 +54,8 @@ def finalize_update(
         before_state=BeforeStateSummary.of(before_state) if before_state else None,
         plan_step_index=plan_step_index,
         source=source,
+        action_type=action_type,
+        expected_outcome=expected_outcome,
     )
     attempts, tried = (0, []) if verified_success else (correction_attempts, list(tried_strategies))
     if correction_strategy is not None:

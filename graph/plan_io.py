@@ -4,6 +4,7 @@ HTML page, a parent plan step) shows."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from veriloop.schemas.plan_run import PendingReview, PlanRunReport, StepResult
@@ -36,6 +37,7 @@ def state_to_report(
         for step_id in [*order, *sorted(set(results) - set(order))]
         if step_id in results
     }
+    started, ended = values.get("started_at"), values.get("ended_at")
     return PlanRunReport(
         run_id=values.get("run_id", ""),
         status=status,
@@ -50,4 +52,11 @@ def state_to_report(
         halt_reason=values.get("halt_reason", ""),
         pending_reviews=list(pending_reviews),
         usage=values.get("usage") or {},
+        started_at=_moment(started),
+        ended_at=_moment(ended),
+        duration_s=round(ended - started, 3) if started and ended else None,
     )
+
+
+def _moment(epoch_s: float | None) -> datetime | None:
+    return datetime.fromtimestamp(epoch_s, UTC) if epoch_s else None

@@ -10,7 +10,9 @@ from typing_extensions import TypedDict
 from veriloop.schemas.manifest import SandboxMode
 from veriloop.schemas.usage import add_usage
 
-StepMove = Literal["verified", "retry", "partial_pass", "execution_failed", "oscillating"]
+StepMove = Literal[
+    "verified", "retry", "partial_pass", "execution_failed", "oscillating", "blocker"
+]
 
 
 def merge_results(
@@ -78,6 +80,10 @@ class PlanState(PlanInput, total=False):
     """The run's status once finalize ran (awaiting_review is read from pending interrupts)."""
     usage: Annotated[dict[str, dict[str, Any]], add_usage]
     """Usage per purpose over the whole run."""
+    started_at: float
+    """Epoch seconds when the run started (wall clock: a run may resume in another process)."""
+    ended_at: float
+    """Epoch seconds when finalize ran."""
 
 
 class StepInput(TypedDict, total=False):
@@ -122,7 +128,7 @@ class StepState(StepInput, StepOutput, total=False):
     execution: dict[str, Any] | None
     """ExecutionResult dump of the latest attempt."""
     started_at: float
-    """Monotonic time the latest attempt started (for its duration)."""
+    """Epoch seconds when the latest attempt started (wall clock: an attempt may resume elsewhere)."""
     attempts: list[dict[str, Any]]
     """AttemptReport dumps, in order."""
     move: StepMove

@@ -107,7 +107,7 @@ class State(InputState, total=False):
     replan_count: int
     """Replans spent on this task."""
     plan_validation: dict[str, Any] | None
-    """PlanValidation dump from the last replanning."""
+    """PlanValidation dump from the last replanning (minor_modifications_only as derived, not as claimed)."""
     replanning_result: dict[str, Any] | None
     """ReplanningResult dump from the last replanning."""
     needs_correction: bool

@@ -6,11 +6,14 @@ from langgraph.runtime import Runtime
 
 from veriloop.context import Context
 from veriloop.engines.correction import CorrectionDecision, choose_correction, decide_correction
+from veriloop.engines.prediction import check_recorded_prediction
 from veriloop.graph.io import current_verification
 from veriloop.graph.state import State
 from veriloop.llm import get_llm
 from veriloop.nodes.support import page_state, step_context, task_log
 from veriloop.schemas.actions import Action, parse_action
+from veriloop.schemas.observation import ClientVerification
+from veriloop.schemas.records import ActionRecord
 
 
 def correction_decision(state: State, ctx: Context) -> CorrectionDecision:
@@ -52,12 +55,27 @@ async def correction(state: State, runtime: Runtime[Context]) -> dict:
     problem = (
         "no valid action could be chosen" if failed is None else "the last action did not work"
     )
+    now = await step_context(state, ctx)
+    verification = current_verification(state) or {}
+    history = state.get("action_history") or []
+    prediction = None
+    if failed is not None and history:  # the verified action against what it was expected to do
+        client = state.get("client_verification")
+        prediction = check_recorded_prediction(
+            ActionRecord.model_validate(history[-1]),
+            page_html=now.page.html,
+            url=state["url"],
+            semantic_confidence=float(verification.get("confidence", 0.0)),
+            client_verification=ClientVerification.model_validate(client) if client else None,
+        )
     outcome = await choose_correction(
         get_llm(ctx, "correction"),
-        await step_context(state, ctx),
+        now,
         failed_action=failed,
         problem=problem,
         tried=list(state.get("tried_strategies") or []),
+        prediction=prediction,
+        observed=verification.get("observations") or [verification.get("reason", "")],
     )
     log.info("correction strategy %s -> %s", outcome.strategy, outcome.action)
     return {

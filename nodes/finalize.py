@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from veriloop.engines.dom_context import compact_page
+from veriloop.engines.prediction import predict_outcome
 from veriloop.engines.task import finalize_update
 from veriloop.graph.io import current_verification
 from veriloop.graph.state import State
-from veriloop.nodes.support import task_log
+from veriloop.nodes.support import plan_of, task_log
 from veriloop.schemas.actions import Action
 
 
@@ -17,6 +19,15 @@ def finalize(state: State) -> dict:
         raise RuntimeError("finalize reached without the page state the action was chosen on")
     action = Action.model_validate(state["action"])
     verification = current_verification(state) or {}
+    # The action's expected outcome, read on the page it was chosen on (the compact parse the
+    # prompts already made), for correction and display.
+    plan, index = plan_of(state), state.get("current_step_index")
+    step = plan.steps[index] if plan and index is not None and index < len(plan.steps) else None
+    action_type, expected = predict_outcome(
+        action,
+        compact_page(state.get("dom") or "").html,
+        step_expectation=step.expected_outcome if step else None,
+    )
     update = finalize_update(
         action=action,
         thought=state.get("thought", ""),
@@ -28,6 +39,8 @@ def finalize(state: State) -> dict:
         correction_attempts=state.get("correction_attempts", 0),
         tried_strategies=state.get("tried_strategies") or [],
         correction_strategy=state.get("correction_strategy"),
+        action_type=action_type,
+        expected_outcome=expected.description if expected else None,
     )
     task_log(state, "finalize").info(
         "step %d: %s (status %s)", len(state.get("action_history") or []), action, update["status"]

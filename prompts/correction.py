@@ -17,15 +17,18 @@ def correction_messages(
     *,
     failed_action: str | None,
     problem: str,
+    expectation: list[str],
     offered: list[str],
     tried: list[str],
 ) -> list[dict[str, str]]:
-    """Messages asking for a CorrectionChoice."""
+    """Messages asking for a CorrectionChoice; ``expectation``: "Expected: X; observed: Y" and the
+    prediction check's lines (empty when the action expected nothing in particular)."""
     return step_messages(
         SYSTEM,
         situation,
         f"Failed action: {failed_action}" if failed_action else None,
         f"Problem: {problem}",
+        "\n".join(expectation) if expectation else None,
         "Already tried on this step: " + ", ".join(tried)
         if tried
         else "Nothing tried yet on this step.",

@@ -14,9 +14,10 @@ PLANNER_SYSTEM = """You design plans of tool-using steps as manifests.
 A manifest has agents (name, prompt, tool names) and steps. Each step has a unique id, an agent
 (for model steps) or a shell command, its input (the task text; name the steps it uses by id),
 depends_on (ids of the steps whose results it needs), a type (task, synthesis_gate to combine
-several parallel results, human_review to ask a person), on_failure (stop, skip, retry, replan),
-max_retries (corrective attempts, 0-5), critical, and checks: predicates over input, result and
-depends written in the expression language, or commands whose exit status 0 passes.
+several parallel results, human_review to ask a person), on_failure (halt_if_critical, continue,
+retry, replan), max_retries (corrective attempts, 0-5), critical, and checks: predicates over
+input, result and depends written in the expression language, or commands whose exit status 0
+passes.
 Steps with no dependency between them run in parallel. Keep steps atomic; end parallel branches
 with a synthesis_gate. Use only the tools listed. Shell commands need a person's approval."""
 

@@ -85,6 +85,9 @@ class ActionSummary(WireModel):
     source: ActionSource = "action_generation"
     plan_step_index: int | None = None
     before_state: BeforeStateSummary | None = None
+    expected_outcome: str | None = Field(
+        default=None, description="What the action should do (the prediction path)."
+    )
 
 
 class TaskDetail(TaskSummary):

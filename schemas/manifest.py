@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import BeforeValidator, Field, StringConstraints, model_validator
 
 from veriloop.schemas.base import WireModel
 
@@ -22,8 +22,24 @@ sub-plan that completes only when every child step is verified."""
 ExecutorKind = Literal["llm", "shell", "python", "plan", "human"]
 """How a step acts: a tool-calling model agent, a shell command, a Python callable, a nested plan,
 or a person (human_review)."""
-OnFailure = Literal["stop", "skip", "retry", "replan"]
-"""What a failed step does to the run, together with ``critical`` (seed 003's matrix)."""
+OnFailure = Literal["halt_if_critical", "continue", "retry", "replan"]
+"""What the run does about a failed step, together with ``critical`` (seed 003's matrix, in
+``engines/plan/policy.py``): halt_if_critical: a critical step halts the run, another one lets it
+continue without it; continue: the run goes on without the step, critical or not; retry: like
+halt_if_critical, and the step's corrective attempts go on even after it reports a blocker
+(``[FAIL]:``); replan: ask the replanner, then halt_if_critical once the budgets are spent."""
+DEPRECATED_ON_FAILURE = {"stop": "halt_if_critical", "skip": "continue"}
+"""Old spellings, still accepted and rewritten (deprecated: ``stop`` did not stop a non-critical
+step's run, and ``skip`` named what happened to the step, not to the run)."""
+
+
+def canonical_on_failure(value: Any) -> Any:
+    """``on_failure`` under its current name (a deprecated spelling is rewritten)."""
+    return DEPRECATED_ON_FAILURE.get(value, value) if isinstance(value, str) else value
+
+
+OnFailurePolicy = Annotated[OnFailure, BeforeValidator(canonical_on_failure)]
+"""An ``on_failure`` field: the current names, deprecated spellings accepted."""
 Origin = Literal["user", "model"]
 """Who wrote a step: the user's manifest, or a model (meta-planner, replanner). Model-written shell
 commands run only when allowlisted or approved by a person."""
@@ -92,7 +108,7 @@ class ManifestStep(WireModel):
     )
     plan: Manifest | None = Field(default=None, description="The nested manifest of a plan step.")
     depends_on: list[str] = Field(default_factory=list)
-    on_failure: OnFailure = "stop"
+    on_failure: OnFailurePolicy = "halt_if_critical"
     max_retries: int = Field(
         default=0, ge=0, le=MAX_RETRIES_CAP, description="Corrective attempts after the first."
     )

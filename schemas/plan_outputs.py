@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from veriloop.schemas.base import ModelOutput
-from veriloop.schemas.manifest import OnFailure
+from veriloop.schemas.manifest import OnFailurePolicy
 
 
 class AgentDraft(ModelOutput):
@@ -43,7 +43,7 @@ class StepDraft(ModelOutput):
         default=None, description="A registered Python callable to run instead of an agent."
     )
     depends_on: list[str] = Field(default_factory=list)
-    on_failure: OnFailure = "stop"
+    on_failure: OnFailurePolicy = "halt_if_critical"
     max_retries: int = Field(default=0, ge=0, le=5)
     critical: bool = False
     requires_testing: bool | None = None

@@ -4,9 +4,10 @@ replans and the run report. Routers read only the typed fields here (``status``,
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from veriloop.schemas.base import WireModel
 from veriloop.schemas.manifest import Manifest
@@ -18,19 +19,22 @@ PlanStepStatus = Literal[
     "completed",
     "test_failed",
     "failed",
-    "skipped",
     "blocked",
     "awaiting_review",
 ]
-"""completed: every applicable check passed. test_failed / failed: verification or execution failed
-and the policy halts (or the step is a gate). skipped: failed, and the policy lets the run go on
-without it. blocked: never ran (an upstream gate failed, a dependency failed, or the run halted)."""
-FINISHED_STATUSES: frozenset[str] = frozenset(
-    {"completed", "test_failed", "failed", "skipped", "blocked"}
-)
-VerificationStatus = Literal["verified", "partial_pass", "execution_failed"]
+"""What happened to the step. completed: every applicable check passed. test_failed: its tests
+failed. failed: another check failed, the executor failed, or a person rejected it. blocked: never
+ran (an upstream gate failed, a dependency failed, or the run halted). What the run did about a
+failed step is its ``disposition``, never its status."""
+FINISHED_STATUSES: frozenset[str] = frozenset({"completed", "test_failed", "failed", "blocked"})
+VerificationStatus = Literal["verified", "partial_pass", "execution_failed", "rejected"]
 """The verify-fix loop's outcome (seed 004): all checks passed; the budget was spent with checks
-still failing; the executor itself failed (not a verification failure, no budget spent)."""
+still failing; the executor itself failed (not a verification failure, no budget spent); a person
+rejected the step (human_review)."""
+Disposition = Literal["continue", "skip", "block", "halt", "replan"]
+"""What the run did about a finished step, from its on_failure policy: continue: it completed.
+skip: it failed, the run went on without it. block: it failed, its downstream is blocked. halt: it
+failed, the run stopped. replan: it failed, the replanner redesigned it."""
 CheckType = Literal[
     "schema",
     "predicate",
@@ -104,8 +108,14 @@ class AttemptReport(WireModel):
     error: str | None = None
     checks: list[CheckResult] = Field(default_factory=list)
     passed: bool = Field(description="Executed, and every applicable check passed.")
+    blocker: bool = Field(
+        default=False,
+        description="The executor reported that it cannot go on ([FAIL]: notes) without calling "
+        "any tool: a corrective prompt would not give it what it lacks.",
+    )
     usage: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    duration_s: float = 0.0
+    started_at: datetime | None = Field(default=None, description="When the attempt started (UTC).")
+    duration_s: float = Field(default=0.0, description="Wall time of the execution and its checks.")
     sandboxed: bool | None = Field(
         default=None,
         description="The processes of this attempt (shell step, command checks, test runs) ran in "
@@ -135,6 +145,24 @@ class StepResult(WireModel):
     sub_run: dict[str, Any] | None = Field(
         default=None, description="PlanRunReport dump of a nested plan step."
     )
+    disposition: Disposition | None = Field(
+        default=None,
+        description="What the run did about the failed step (skip, block, halt, replan); None "
+        "while it runs and for a completed step.",
+    )
+    duration_s: float | None = Field(
+        default=None,
+        description="Wall time from the first attempt's start to the step's result; None for a "
+        "step that never ran or a human review (a person's wait is not the step's work).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _skipped_was_a_disposition(cls, data: Any) -> Any:
+        # Checkpoints written before statuses and dispositions were separated say "skipped".
+        if isinstance(data, dict) and data.get("status") == "skipped":
+            return {**data, "status": "failed", "disposition": "skip"}
+        return data
 
 
 class CriticFinding(WireModel):
@@ -174,6 +202,11 @@ class ReplanRecord(WireModel):
     diagnosis: dict[str, str] = Field(default_factory=dict)
     added: list[str] = Field(default_factory=list)
     removed: list[str] = Field(default_factory=list)
+    changes: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Replaced step id -> DeepDiff's field-level difference between the step and "
+        "its replacement with the same id (values_changed, iterable_item_added, ...).",
+    )
     summary: str = Field(default="", description="The replanner's own account of the change.")
 
 
@@ -211,3 +244,11 @@ class PlanRunReport(WireModel):
     halt_reason: str = ""
     pending_reviews: list[PendingReview] = Field(default_factory=list)
     usage: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    started_at: datetime | None = Field(default=None, description="When the run started (UTC).")
+    ended_at: datetime | None = Field(
+        default=None,
+        description="When the run ended (UTC); None while it runs or waits for review.",
+    )
+    duration_s: float | None = Field(
+        default=None, description="Wall time from start to end; None until the run ended."
+    )

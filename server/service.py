@@ -322,4 +322,5 @@ def _action_summary(record: dict[str, Any]) -> ActionSummary:
         source=record.get("source", "action_generation"),
         plan_step_index=record.get("plan_step_index"),
         before_state=summary,
+        expected_outcome=record.get("expected_outcome"),
     )

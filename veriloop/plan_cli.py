@@ -37,10 +37,12 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 
 from veriloop.llm.endpoint import describe_model, model_configured
 from veriloop.schemas.manifest import SandboxMode
+from veriloop.schemas.usage import total_usage
 
 plan_app = typer.Typer(
     help="Plans of tool-using steps: run a manifest, resume a run, rewrite its report, the demo.",
@@ -52,6 +54,8 @@ console = Console(highlight=False)
 DEFAULT_DB = Path(".veriloop") / "plans.sqlite"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_AWAITING_REVIEW = 0, 1, 2, 3
 _RUNS_TABLE = "veriloop_plan_cli_runs"
+_PIPED_MAX_WIDTH = 400
+"""Piped tables grow to their natural width up to this many columns."""
 
 Db = Annotated[
     Path,
@@ -220,6 +224,11 @@ def describe_event(event: dict[str, Any]) -> str | None:
         if status != "completed" and event.get("diagnosis"):
             line += f" [dim]{escape(_one_line(str(event['diagnosis'])))}[/]"
         return line
+    if kind == "step_disposition":
+        what = _DISPOSITION_WORDS.get(
+            str(event.get("disposition")), escape(str(event.get("disposition")))
+        )
+        return f"[dim]   {step}: {what}[/]"
     if kind == "replan":
         line = (
             f"[magenta]~  replan {event.get('round')}[/]: blocked {_ids(event.get('blocked'))}; "
@@ -233,9 +242,15 @@ def describe_event(event: dict[str, Any]) -> str | None:
     return None
 
 
+_DISPOSITION_WORDS = {
+    "skip": "the run goes on without it",
+    "block": "the steps after it are blocked",
+    "halt": "the run halts",
+    "replan": "a replan will redesign it",
+}
 _STATUS_COLOUR = {
     "completed": "green",
-    "skipped": "yellow",
+    "pending": "dim",
     "blocked": "yellow",
     "awaiting_review": "cyan",
 }
@@ -244,6 +259,10 @@ _STATUS_COLOUR = {
 def _one_line(text: str, limit: int = 160) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _seconds(duration_s: float | None) -> str:
+    return "-" if duration_s is None else f"{duration_s:.1f} s"
 
 
 def _ids(ids: Any) -> str:
@@ -258,19 +277,37 @@ def print_event(event: dict[str, Any]) -> None:
             console.file.flush()  # live also when piped (CI logs, `| tee`)
 
 
+def print_wide(renderable: Any) -> None:
+    """Print a table; piped, at its natural width (rich would fold its cells at 80 columns)."""
+    if console.is_terminal:
+        console.print(renderable)
+        return
+    natural = Measurement.get(console, console.options.update_width(_PIPED_MAX_WIDTH), renderable)
+    Console(file=console.file, width=max(console.width, natural.maximum), highlight=False).print(
+        renderable
+    )
+
+
 def print_summary(report, *, scripted: bool = False) -> None:
-    """The table of steps (replaced ones included) and the run's outcome."""
-    from veriloop.schemas.usage import total_usage
+    """The table of steps (not yet run and replaced ones included) and the run's outcome."""
+    from veriloop.schemas.plan_run import StepResult
 
     table = Table(title=f"plan run {report.run_id}", title_justify="left")
-    for name in ("step", "status", "verification", "attempts", "checks", "tokens", "cost"):
+    numeric = ("attempts", "checks", "time", "tokens", "cost")
+    for name in ("step", "status", "verification", *numeric):
         table.add_column(
             name,
-            justify="right" if name in ("attempts", "checks", "tokens", "cost") else "left",
+            justify="right" if name in numeric else "left",
             overflow="fold",
             min_width=len(name),
         )
-    rows = [(r, False) for r in report.steps.values()] + [(r, True) for r in report.superseded]
+    unscheduled = [
+        StepResult(step_id=step.id, status="pending")
+        for step in (report.manifest.steps if report.manifest else [])
+        if step.id not in report.steps
+    ]
+    rows = [(r, False) for r in [*report.steps.values(), *unscheduled]]
+    rows += [(r, True) for r in report.superseded]
     for result, superseded in rows:
         usage = total_usage(result.usage)
         checks = result.attempts[-1].checks if result.attempts else []
@@ -282,17 +319,20 @@ def print_summary(report, *, scripted: bool = False) -> None:
             escape(result.verification_status or "-"),
             str(len(result.attempts)),
             f"{sum(c.passed for c in checks)}/{len(checks)}",
+            _seconds(result.duration_s),
             str(usage.input_tokens + usage.output_tokens),
             f"${cost:.4f}",
         )
-    console.print(table)
+    print_wide(table)
     total = total_usage(report.usage)
     cost = 0.0 if scripted else total.cost_usd
     colour = "green" if report.status == "completed" else "red"
     console.print(
-        f"[{colour}]{escape(report.status)}[/]: {len(report.steps)} steps, "
+        f"[{colour}]{escape(report.status)}[/]: {len(report.steps) + len(unscheduled)} steps, "
         f"{len(report.replan_history)} replan(s), {total.input_tokens + total.output_tokens} tokens "
-        f"in {total.calls} model calls, ${cost:.4f}" + (" (scripted model)" if scripted else "")
+        f"in {total.calls} model calls, ${cost:.4f}"
+        + (f", {_seconds(report.duration_s)}" if report.duration_s is not None else "")
+        + (" (scripted model)" if scripted else "")
     )
     if report.status == "rejected" and report.critique is not None:
         console.print(
@@ -358,13 +398,12 @@ def _interactive() -> bool:
         return False
 
 
-_DEPENDENCY_RESULTS = "\n\nResults of the steps this one depends on:"
-
-
 def print_pending(report, db: Path) -> None:
+    from veriloop.engines.plan.planning import DEPENDENCY_RESULTS
+
     console.print(f"\n[cyan]The run waits for {len(report.pending_reviews)} human review(s):[/]")
     for review in report.pending_reviews:
-        question = review.question.split(_DEPENDENCY_RESULTS, 1)[0]
+        question = review.question.split(f"\n\n{DEPENDENCY_RESULTS}", 1)[0]
         console.print(f"  {escape(review.step_id)}: {escape(_one_line(question, 300))}")
         for command in review.context.get("commands") or []:
             console.print(f"    [yellow]$ {escape(str(command))}[/]")
@@ -430,7 +469,36 @@ def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     return typer.Exit(code)
 
 
-@plan_app.command("run")
+_DISPOSITION_HELP = {"halt": "halt the run", "skip": "go on without it", "replan": "replan"}
+
+
+def _policy_help() -> str:
+    """The on_failure x critical matrix for ``plan run --help``, read off the policy engine."""
+    from veriloop.engines.plan.policy import policy_matrix
+    from veriloop.schemas.manifest import DEPRECATED_ON_FAILURE
+
+    lines = [
+        "What the run does when a step fails (on_failure x critical); the step's status still "
+        "says it failed, and its disposition says what the run did:"
+    ]
+    for policy, critical, other, critical_spent, other_spent in policy_matrix():
+
+        def cell(now: str, spent: str) -> str:
+            words = _DISPOSITION_HELP[now]
+            return words if now == spent else f"{words}, then {_DISPOSITION_HELP[spent]}"
+
+        name = f"{policy} (default)" if policy == "halt_if_critical" else policy
+        lines.append(
+            f"  {name}: critical: {cell(critical, critical_spent)}; "
+            f"not critical: {cell(other, other_spent)}"
+        )
+    lines.append("  retry also retries after the step reports a blocker ([FAIL]: notes).")
+    old = ", ".join(f"{was} = {now}" for was, now in DEPRECATED_ON_FAILURE.items())
+    lines.append(f"Deprecated spellings: {old}.")
+    return "\n\n".join(lines)
+
+
+@plan_app.command("run", epilog=_policy_help())
 def run_command(
     file: Annotated[
         Path | None,
@@ -709,6 +777,104 @@ def report_command(
         scripted=settings.scripted,
     )
     console.print(f"{escape(stored.status)}: report {escape(str(path))}")
+
+
+@plan_app.command("show")
+def show_command(
+    run_id: Annotated[str, typer.Argument(help="The stored run (live or finished).")],
+    db: Db = DEFAULT_DB,
+    depth: Annotated[
+        int | None,
+        typer.Option("--depth", min=1, help="Nesting levels shown (1: the run's own steps)."),
+    ] = None,
+    flat: Annotated[
+        bool, typer.Option("--flat", help="One flat list, nested steps named parent/child.")
+    ] = False,
+) -> None:
+    """The run's steps from its checkpoint, nested plans indented under their step with each
+    parent's aggregate (done/total, failed, cost); works while the run is live or after."""
+    from veriloop.engines.plan.hierarchy import aggregate, plan_tree
+    from veriloop.plans import UnknownRunError
+
+    if depth is not None and flat:
+        raise _fail("--depth and --flat do not go together: --flat lists every level")
+    if not db.is_file():
+        raise _fail(f"no plan database at {db}")
+    settings = load_settings(db, run_id) or RunSettings(workspace=str(Path.cwd()))
+
+    async def go():
+        async with _runner(db, settings, None) as runner:
+            report = await runner.areport(run_id)
+            return report, await live_child_reports(runner, run_id)
+
+    try:
+        report, live = asyncio.run(go())
+    except UnknownRunError:
+        raise _fail(f"no plan run {run_id!r} in {db}") from None
+    rows = plan_tree(report, live=live, max_depth=depth)
+    whole = aggregate(report)
+    table = Table(title=f"plan run {report.run_id}", title_justify="left")
+    for name in ("step", "status", "done", "failed", "attempts", "cost", "time"):
+        table.add_column(name, justify="left" if name in ("step", "status") else "right")
+    for row in rows:
+        result, children = row.result, row.children
+        colour = _STATUS_COLOUR.get(result.status, "red")
+        name = row.path if flat else "  " * row.depth + result.step_id
+        cost = children.cost_usd if children else total_usage(result.usage).cost_usd
+        table.add_row(
+            escape(name),
+            f"[{colour}]{escape(result.status)}[/]",
+            f"{children.done}/{children.total}" if children else "",
+            str(children.failed) if children else "",
+            str(len(result.attempts)) if result.attempts else "",
+            _money(0.0 if settings.scripted else cost),
+            _seconds(result.duration_s),
+        )
+    print_wide(table)
+    colour = "green" if report.status == "completed" else "red"
+    console.print(
+        f"[{colour}]{escape(report.status)}[/]: {whole.done}/{whole.total} steps done, "
+        f"{whole.failed} failed, {_money(0.0 if settings.scripted else whole.cost_usd)}"
+        + (f", {_seconds(report.duration_s)}" if report.duration_s is not None else "")
+    )
+
+
+async def live_child_reports(runner, run_id: str) -> dict[str, Any]:
+    """Reports of the nested plans still running (or paused) in a run, by child run id.
+
+    A plan step runs its child plan inside its ``subplan`` node, so the child's state lives under
+    that node's checkpoint namespace, not in the parent's snapshot."""
+    from veriloop.graph.plan_io import state_to_report
+    from veriloop.plans import pending_reviews, steps_in_flight
+
+    found: dict[str, Any] = {}
+
+    async def visit(snapshot) -> None:
+        for task in snapshot.tasks:
+            step = task.state
+            if task.name != "run_step" or step is None or isinstance(step, dict):
+                continue
+            for inner in step.tasks:
+                if inner.name != "subplan":
+                    continue
+                namespace = f"{step.config['configurable']['checkpoint_ns']}|subplan:{inner.id}"
+                config = {"configurable": {"thread_id": run_id, "checkpoint_ns": namespace}}
+                child = await runner.graph.aget_state(config, subgraphs=True)
+                if child.values.get("run_id"):
+                    found[child.values["run_id"]] = state_to_report(
+                        child.values,
+                        pending_reviews=pending_reviews(child),
+                        in_flight=steps_in_flight(child),
+                    )
+                    await visit(child)
+
+    config = {"configurable": {"thread_id": run_id}}
+    await visit(await runner.graph.aget_state(config, subgraphs=True))
+    return found
+
+
+def _money(cost_usd: float) -> str:
+    return f"${cost_usd:.4f}"
 
 
 @plan_app.command("demo")

@@ -340,9 +340,14 @@ async def _predicate_check(
     )
 
 
+def reports_failure(notes: str) -> bool:
+    """The executor's notes start with ``[FAIL]`` (any letter case, after whitespace)."""
+    return (notes or "").strip()[: len(FAIL_MARKER)].upper() == FAIL_MARKER
+
+
 async def _notes_check(notes: str) -> CheckResult:
     text = (notes or "").strip()
-    if text[: len(FAIL_MARKER)].upper() == FAIL_MARKER:
+    if reports_failure(text):
         return CheckResult(
             name="notes",
             type="notes",

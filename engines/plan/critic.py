@@ -110,7 +110,7 @@ RECOMMENDATIONS: dict[str, str] = {
     "bad_check": "Fix the predicate so it compiles (an expression over input, result and depends "
     "returning true, false or a diagnosis string).",
     "useless_retry": "Use on_failure retry only on llm steps with max_retries of 1 or more; use "
-    "stop, skip or replan for deterministic steps.",
+    "halt_if_critical, continue or replan for deterministic steps.",
     "missing_dependency": "Make every depends_on name an existing step id.",
     "cycle": "Break the dependency cycle: a step cannot depend, even indirectly, on itself.",
     "duplicate_id": "Give every step and agent a unique name.",
@@ -318,6 +318,18 @@ def critique_of(findings: Sequence[CriticFinding], llm_approved: bool | None = N
         recommendations=recommendations,
         llm_approved=llm_approved,
     )
+
+
+def rejection_reason(critique: Critique) -> str:
+    """Why the critic rejected a plan, located like a parse error: each critical finding's message
+    (``steps[0] (id 'a').checks[0]: ...``), then the summary."""
+    critical = [f.message for f in critique.findings if f.severity == "critical"]
+    if critique.llm_approved is False:
+        critical.append("the LLM review did not approve the plan")
+    if len(critical) == 1:
+        return f"plan rejected by the critic: {critical[0]} ({critique.summary})"
+    lines = "\n".join(f"- {message}" for message in critical)
+    return f"plan rejected by the critic ({len(critical)} problems):\n{lines}\n{critique.summary}"
 
 
 def static_review(

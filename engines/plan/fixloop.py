@@ -5,6 +5,9 @@ One attempt = execute, then (when the executor worked) every applicable check. A
 * every check passed -> ``verified``;
 * the executor itself failed -> ``execution_failed``: not a verification failure, so it is not fed
   back to the model and spends no verification budget;
+* checks failed and the executor reported a blocker (``[FAIL]:`` notes, no tool called): it said it
+  cannot go on, and a corrective prompt does not give it what it lacks -> ``blocker`` (ends
+  ``partial_pass``; the checks ran once, for the report), unless the step's policy is ``retry``;
 * checks failed, the executor can act on feedback (``step.self_correcting``: llm steps; re-running
   a deterministic shell or python step changes nothing) and retries remain -> ``retry`` with a
   corrective prompt, unless the failing checks alternate between two sets (``oscillating``: the
@@ -19,10 +22,17 @@ regression guard), and the previous output, each output truncated keeping head a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Literal
 
-from veriloop.engines.plan.checks import checks_passed, output_text, truncate_middle
+from veriloop.engines.plan.checks import (
+    checks_passed,
+    output_text,
+    reports_failure,
+    truncate_middle,
+)
 from veriloop.prompts.plan_checks import FailedCheck, corrective_prompt
+from veriloop.prompts.plan_executor import MARK_STEP
 from veriloop.schemas.plan_run import (
     AttemptReport,
     CheckResult,
@@ -31,7 +41,7 @@ from veriloop.schemas.plan_run import (
     VerificationStatus,
 )
 
-Move = Literal["verified", "retry", "partial_pass", "execution_failed", "oscillating"]
+Move = Literal["verified", "retry", "partial_pass", "execution_failed", "oscillating", "blocker"]
 
 CHECK_TEXT_CHARS = 500
 """Each failed check's diagnosis and output in the corrective prompt."""
@@ -86,9 +96,14 @@ def oscillating(attempts: Sequence[AttemptReport]) -> bool:
 
 
 def next_move(
-    attempts: Sequence[AttemptReport], *, max_retries: int, self_correcting: bool
+    attempts: Sequence[AttemptReport],
+    *,
+    max_retries: int,
+    self_correcting: bool,
+    retry_blockers: bool = False,
 ) -> Move:
-    """What the loop does after the last attempt (see the module docstring)."""
+    """What the loop does after the last attempt (see the module docstring); ``retry_blockers``:
+    the step's policy asks for retries even after a reported blocker (``on_failure: retry``)."""
     if not attempts:
         raise ValueError("next_move needs at least one attempt")
     last = attempts[-1]
@@ -96,6 +111,8 @@ def next_move(
         return "verified"
     if not last.execution_ok:
         return "execution_failed"
+    if last.blocker and not retry_blockers:
+        return "blocker"
     if self_correcting and len(attempts) - 1 < max_retries:
         return "oscillating" if oscillating(attempts) else "retry"
     return "partial_pass"
@@ -116,9 +133,12 @@ def attempt_report(
     run_number: int,
     execution: ExecutionResult,
     checks: Sequence[CheckResult],
-    duration_s: float,
+    *,
+    started_at: float,
+    ended_at: float,
 ) -> AttemptReport:
-    """The report of one attempt: passed = the executor worked and every applicable check passed."""
+    """The report of one attempt (times in epoch seconds): passed = the executor worked and every
+    applicable check passed."""
     return AttemptReport(
         run_number=run_number,
         execution_ok=execution.ok,
@@ -129,9 +149,18 @@ def attempt_report(
         error=execution.error,
         checks=list(checks),
         passed=execution.ok and checks_passed(list(checks)),
+        blocker=reports_failure(execution.notes)
+        and not any(call.name != MARK_STEP for call in execution.tool_calls),
         usage={purpose: dict(usage) for purpose, usage in execution.usage.items()},
-        duration_s=max(duration_s, 0.0),
+        started_at=datetime.fromtimestamp(started_at, UTC),
+        duration_s=round(max(ended_at - started_at, 0.0), 3),
     )
+
+
+def step_duration(attempts: Sequence[AttemptReport], *, ended_at: float) -> float | None:
+    """Wall time from the first attempt's start to ``ended_at`` (epoch seconds), corrections included."""
+    first = attempts[0].started_at if attempts else None
+    return round(max(ended_at - first.timestamp(), 0.0), 3) if first else None
 
 
 def _one_line(text: str) -> str:
@@ -145,5 +174,6 @@ __all__ = [
     "failing_checks",
     "next_move",
     "oscillating",
+    "step_duration",
     "step_status",
 ]

@@ -297,14 +297,15 @@ _EXECUTOR_ALIASES = {
     "person": "human",
 }
 _ON_FAILURE_ALIASES = {
-    "stop": "stop",
-    "halt": "stop",
-    "abort": "stop",
-    "fail": "stop",
-    "error": "stop",
-    "skip": "skip",
-    "continue": "skip",
-    "ignore": "skip",
+    "halt_if_critical": "halt_if_critical",
+    "stop": "halt_if_critical",
+    "halt": "halt_if_critical",
+    "abort": "halt_if_critical",
+    "fail": "halt_if_critical",
+    "error": "halt_if_critical",
+    "continue": "continue",
+    "skip": "continue",
+    "ignore": "continue",
     "retry": "retry",
     "re_try": "retry",
     "replan": "replan",
@@ -744,7 +745,8 @@ def load_manifest(
       with a ``plan`` and no type is a plan step.
     - ``executor`` derived when absent: human_review -> human, plan -> plan, ``command`` -> shell,
       ``function`` -> python, otherwise llm.
-    - ``on_failure`` in any case (``halt``/``abort`` mean stop, ``continue``/``ignore`` mean skip);
+    - ``on_failure`` in any case (``stop``/``halt``/``abort`` mean halt_if_critical,
+      ``skip``/``ignore`` mean continue; ``stop`` and ``skip`` are deprecated spellings);
       ``max_retries`` above the cap is clamped to it; ``max_attempts`` n means n-1 retries.
     - ``checks`` as a predicate string, a mapping or a list of both; ``verification:`` (and
       ``verify``/``predicate``) adds predicates.

@@ -22,6 +22,7 @@ from veriloop.engines.plan.manifest import (
     downstream_of,
     manifest_from_draft,
 )
+from veriloop.engines.step_diff import field_changes
 from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError
 from veriloop.prompts.page_data import fenced
 from veriloop.prompts.plan_planning import STEP_RESULTS, planner_messages, replanner_messages
@@ -82,16 +83,43 @@ def critique_report(critique: Critique) -> str:
     return "\n".join([critique.summary, *lines, *critique.recommendations])
 
 
+DEPENDENCY_RESULTS = "Results of the steps this one depends on:"
+"""The header above dependency results, in a task and in a review question."""
+
+
 def render_task(step: ManifestStep, depends: Mapping[str, Any]) -> str:
     """The task an executor is given: the step's input with ``{{dep}}`` placeholders filled in,
     followed by the results of its dependencies as fenced data."""
-    text = step.input if isinstance(step.input, str) else json.dumps(step.input, default=str)
-    for dep, result in depends.items():
-        text = text.replace(_PLACEHOLDER.format(dep), _as_text(result))
+    text, _ = _fill_placeholders(step, depends)
     if not depends:
         return text
     results = json.dumps(dict(depends), indent=1, default=str)
-    return f"{text}\n\nResults of the steps this one depends on:\n{fenced(results, STEP_RESULTS)}"
+    return f"{text}\n\n{DEPENDENCY_RESULTS}\n{fenced(results, STEP_RESULTS)}"
+
+
+def review_question(step: ManifestStep, depends: Mapping[str, Any]) -> str:
+    """The question a person is asked: the input with placeholders filled in, then, as plain lines
+    (a person reads them, not a model: no fences), the results its text does not show already."""
+    text, rest = _fill_placeholders(step, depends)
+    if not rest:
+        return text
+    lines = "\n".join(f"- {dep}: {_as_text(result)}" for dep, result in rest.items())
+    return f"{text}\n\n{DEPENDENCY_RESULTS}\n{lines}"
+
+
+def _fill_placeholders(
+    step: ManifestStep, depends: Mapping[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """The input with ``{{dep}}`` filled in, and the dependencies it did not name."""
+    text = step.input if isinstance(step.input, str) else json.dumps(step.input, default=str)
+    rest = {}
+    for dep, result in depends.items():
+        placeholder = _PLACEHOLDER.format(dep)
+        if placeholder in text:
+            text = text.replace(placeholder, _as_text(result))
+        else:
+            rest[dep] = result
+    return text, rest
 
 
 @dataclass(frozen=True)
@@ -160,6 +188,13 @@ async def repair_plan(
             "summary": answer.value.summary,
             "added": sorted(after - before),
             "removed": sorted(before - after),
+            "changes": {
+                step_id: field_changes(
+                    manifest.step(step_id).model_dump(), repaired.step(step_id).model_dump()
+                )
+                for step_id in replaced
+                if step_id in after
+            },
         }
     )
     return Repair(repaired, record, usage)

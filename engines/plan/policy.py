@@ -2,41 +2,42 @@
 
 Readiness: steps run level by level (a step's level is one more than its deepest dependency).
 The next batch is the unfinished steps of the lowest level that still has any. A step whose
-dependency failed or was blocked is blocked itself and never runs; a dependency that was
-*skipped* (failed, but its policy lets the run go on) leaves the step runnable with that
+dependency failed or was blocked is blocked itself and never runs, unless the failed dependency's
+disposition is ``skip`` (its policy lets the run go on without it): then the step runs with that
 dependency's result missing (``None``).
 
-Failure policy (seed 003's matrix; ``critical`` decides what an exhausted step does):
+Failure policy (seed 003's matrix; ``critical`` decides what an exhausted step does). A step's
+status always says what happened to it (``failed``, ``test_failed``); what the run did about it is
+its separate ``disposition``:
 
-=========== ========================== ==========================
-on_failure  critical                   not critical
-=========== ========================== ==========================
-stop        halt the run               skip (log and continue)
-skip        skip                       skip
-retry       halt (fix loop exhausted)  skip (fix loop exhausted)
-replan      replan; halt when budgets  replan; skip when budgets
-            are spent                  are spent
-=========== ========================== ==========================
+================  ==========================  ==========================
+on_failure        critical                    not critical
+================  ==========================  ==========================
+halt_if_critical  halt the run                continue without it
+continue          continue without it         continue without it
+retry             halt (retries spent)        continue (retries spent)
+replan            replan; halt when budgets   replan; continue when
+                  are spent                   budgets are spent
+================  ==========================  ==========================
 
-A failed synthesis gate or a rejected human review never skips: everything downstream of it is
-blocked (and a critical one halts the run), because its consumers would get garbage.
+``stop`` and ``skip`` are deprecated spellings of ``halt_if_critical`` and ``continue``. ``retry``
+also keeps the corrective loop going after the step reports a blocker (``[FAIL]:``).
+
+A failed synthesis gate or a rejected human review never lets the run continue past it:
+everything downstream of it is blocked (and a critical one halts the run), because its consumers
+would get garbage.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, get_args
 
 from veriloop.engines.plan.manifest import dependency_levels
-from veriloop.schemas.manifest import Manifest, ManifestStep
-from veriloop.schemas.plan_run import FINISHED_STATUSES
+from veriloop.schemas.manifest import Manifest, ManifestStep, OnFailure
+from veriloop.schemas.plan_run import FINISHED_STATUSES, Disposition
 
-Disposition = Literal["continue", "skip", "block", "halt", "replan"]
-"""continue: the step completed. skip: failed, the run goes on without it. block: failed, its
-downstream is blocked. halt: failed, the run stops. replan: failed, ask the replanner."""
-
-_RUNNABLE_DEPENDENCY = frozenset({"completed", "skipped"})
 _FAILED = frozenset({"failed", "test_failed", "blocked"})
 
 
@@ -61,7 +62,7 @@ def next_batch(manifest: Manifest, results: Mapping[str, Mapping[str, Any]]) -> 
             failed = [
                 dep
                 for dep in manifest.step(step_id).depends_on
-                if status.get(dep) in _FAILED or dep in blocked
+                if (status.get(dep) in _FAILED and not _skipped(results[dep])) or dep in blocked
             ]
             if failed:
                 blocked[step_id] = f"dependency {', '.join(failed)} did not complete"
@@ -70,6 +71,11 @@ def next_batch(manifest: Manifest, results: Mapping[str, Mapping[str, Any]]) -> 
         if ready:
             return Batch(ready=ready, blocked=blocked)
     return Batch(ready=[], blocked=blocked)
+
+
+def _skipped(result: Mapping[str, Any]) -> bool:
+    """A failed step whose policy lets the run go on without it."""
+    return result.get("disposition") == "skip"
 
 
 def dependency_results(
@@ -92,7 +98,7 @@ def disposition(step: ManifestStep, status: str, *, replan_allowed: bool) -> Dis
         return "halt" if step.critical else "block"
     if step.on_failure == "replan" and replan_allowed:
         return "replan"
-    if step.on_failure == "skip":
+    if step.on_failure == "continue":
         return "skip"
     return "halt" if step.critical else "skip"
 
@@ -112,3 +118,21 @@ def replan_allowed(
 def run_completed(manifest: Manifest, results: Mapping[str, Mapping[str, Any]]) -> bool:
     """Every step of the manifest completed (skipped, failed or blocked steps mean it did not)."""
     return all((results.get(step.id) or {}).get("status") == "completed" for step in manifest.steps)
+
+
+def policy_matrix() -> list[tuple[str, Disposition, Disposition, Disposition, Disposition]]:
+    """Each ``on_failure`` policy's disposition of a failed task step, read off :func:`disposition`:
+    (policy, critical, not critical, critical once replans are spent, not critical once spent)."""
+    rows = []
+    for policy in get_args(OnFailure):
+        cells = [
+            disposition(
+                ManifestStep(id="s", executor="llm", on_failure=policy, critical=critical),
+                "failed",
+                replan_allowed=allowed,
+            )
+            for allowed in (True, False)
+            for critical in (True, False)
+        ]
+        rows.append((policy, *cells))
+    return rows

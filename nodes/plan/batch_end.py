@@ -12,11 +12,12 @@ from veriloop.nodes.plan.support import emit, manifest_of, plan_context
 
 
 def batch_end(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
-    """Skip, halt or ask for one replan covering every step of the batch that wants one."""
+    """Record each failed step's disposition (skip, block, halt, replan: its status stays what
+    happened to it); ask for one replan covering every step of the batch that wants one."""
     ctx = plan_context(runtime)
     manifest = manifest_of(state)
     results = state.get("step_results") or {}
-    skipped, replan, halts = {}, [], []
+    disposed, replan, halts = {}, [], []
     for step_id in state.get("ready") or []:
         result = results[step_id]
         allowed = replan_allowed(
@@ -27,23 +28,17 @@ def batch_end(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
             max_per_run=ctx.max_replans_per_run,
         )
         move = disposition(manifest.step(step_id), result["status"], replan_allowed=allowed)
-        if move == "skip":
-            skipped[step_id] = {**result, "status": "skipped"}
-            emit(
-                state,
-                "step_finished",
-                step_id=step_id,
-                status="skipped",
-                diagnosis=result.get("diagnosis", ""),
-            )
-        elif move == "replan":
+        if move != "continue":
+            disposed[step_id] = {**result, "disposition": move}
+            emit(state, "step_disposition", step_id=step_id, disposition=move)
+        if move == "replan":
             replan.append(step_id)
         elif move == "halt":
             halts.append(
                 f"critical step {step_id!r} {result['status']}: {result.get('diagnosis', '')}"
             )
     return {
-        "step_results": skipped,
+        "step_results": disposed,
         "replan_required": bool(replan) and not halts,
         "replan_steps": replan,
         "halted": bool(halts),

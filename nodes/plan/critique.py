@@ -5,7 +5,12 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from veriloop.context import PlanContext
-from veriloop.engines.plan.critic import critic_messages, static_review, with_llm_review
+from veriloop.engines.plan.critic import (
+    critic_messages,
+    rejection_reason,
+    static_review,
+    with_llm_review,
+)
 from veriloop.graph.plan_state import PlanState
 from veriloop.llm import get_llm
 from veriloop.nodes.plan.support import manifest_of, plan_context, tool_registry
@@ -38,4 +43,4 @@ async def critique(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
     revisions = state.get("plan_revisions", 0)
     if state.get("plan_origin") == "model" and revisions < ctx.max_plan_revisions:
         return {**update, "plan": None, "plan_revisions": revisions + 1}
-    return {**update, "status": "rejected", "halt_reason": report.summary}
+    return {**update, "status": "rejected", "halt_reason": rejection_reason(report)}

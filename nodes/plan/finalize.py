@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from veriloop.engines.plan.policy import run_completed
 from veriloop.graph.plan_state import PlanState
 from veriloop.nodes.plan.support import manifest_of
@@ -11,7 +13,7 @@ from veriloop.schemas.plan_run import FINISHED_STATUSES, StepResult
 def finalize(state: PlanState) -> dict:
     """Steps that never ran are blocked; the status comes from step statuses, never from prose."""
     if state.get("status") == "rejected" or state.get("plan") is None:
-        return {"status": "rejected"}
+        return {"status": "rejected", "ended_at": time.time()}
     manifest = manifest_of(state)
     results = state.get("step_results") or {}
     why = state.get("halt_reason") or "the run ended before this step could run"
@@ -21,4 +23,4 @@ def finalize(state: PlanState) -> dict:
         if (results.get(step.id) or {}).get("status") not in FINISHED_STATUSES
     }
     status = "completed" if run_completed(manifest, {**results, **unfinished}) else "failed"
-    return {"step_results": unfinished, "status": status}
+    return {"step_results": unfinished, "status": status, "ended_at": time.time()}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from langgraph.runtime import Runtime
 
 from veriloop.context import PlanContext
@@ -17,8 +19,9 @@ async def plan(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
     """A user's manifest that does not parse rejects the run; a model's draft goes to the critic."""
     ctx = plan_context(runtime)
     tools = sorted(tool_registry(ctx))
+    started = {"started_at": state.get("started_at") or time.time()}
     if state.get("plan") is not None:  # a nested plan step hands its child a parsed plan
-        return {"model": ctx.model}
+        return {**started, "model": ctx.model}
     if state.get("manifest") is not None:
         try:
             manifest = load_manifest(
@@ -26,11 +29,13 @@ async def plan(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
             )
         except ManifestError as exc:
             return {
+                **started,
                 "status": "rejected",
                 "halt_reason": str(exc),
                 "critique": rejection_critique(exc.problems).model_dump(),
             }
         return {
+            **started,
             "plan": manifest.model_dump(),
             "plan_origin": "user",
             "goal": state.get("goal") or manifest.goal,
@@ -42,6 +47,7 @@ async def plan(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
         get_llm(ctx, "planning"), state["goal"], tools=tools, feedback=feedback
     )
     return {
+        **started,
         "plan": draft.manifest.model_dump() if draft.manifest else None,
         "plan_origin": "model",
         "critique": draft.critique.model_dump() if draft.critique else None,

@@ -67,16 +67,16 @@ async def replan(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
         **update,
         "plan": repair.manifest.model_dump(),
         "step_results": {step_id: None for step_id in replaced},
-        "superseded": [results[step_id] for step_id in replaced],
+        "superseded": [{**results[step_id], "disposition": "replan"} for step_id in replaced],
     }
 
 
 def _fallback(manifest, blocked, results) -> dict:
-    """No usable repair: a critical step halts the run, any other is skipped."""
+    """No usable repair: a critical step halts the run, the run goes on without any other."""
     halts = [s for s in blocked if manifest.step(s).critical]
-    skipped = {s: {**results[s], "status": "skipped"} for s in blocked if s not in halts}
+    disposed = {s: {**results[s], "disposition": "halt" if s in halts else "skip"} for s in blocked}
     return {
-        "step_results": skipped,
+        "step_results": disposed,
         "halted": bool(halts),
         "halt_reason": f"replan failed for critical step(s) {', '.join(halts)}" if halts else "",
     }

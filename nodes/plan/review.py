@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from langgraph.types import interrupt
 
-from veriloop.engines.plan.planning import render_task
+from veriloop.engines.plan.planning import review_question
 from veriloop.graph.plan_state import StepState
 from veriloop.nodes.plan.support import emit, step_of
 from veriloop.schemas.plan_run import AttemptReport, CheckResult, ReviewDecision, StepResult
@@ -19,7 +19,7 @@ def human_review(state: StepState) -> dict:
         {
             "kind": "human_review",
             "step_id": step.id,
-            "question": render_task(step, state.get("depends") or {}),
+            "question": review_question(step, state.get("depends") or {}),
         }
     )
     # A malformed answer raises here: the run stays paused at this review and can be answered again.
@@ -33,7 +33,7 @@ def human_review(state: StepState) -> dict:
     result = StepResult(
         step_id=step.id,
         status="completed" if decision.approved else "failed",
-        verification_status="verified" if decision.approved else "partial_pass",
+        verification_status="verified" if decision.approved else "rejected",
         output={"approved": decision.approved, "comment": decision.comment},
         diagnosis="" if decision.approved else f"rejected by the reviewer: {decision.comment}",
         attempts=[

@@ -17,6 +17,7 @@ from veriloop.engines.plan.fixloop import (
     attempt_report,
     build_corrective_prompt,
     next_move,
+    step_duration,
     step_status,
 )
 from veriloop.engines.plan.planning import render_task
@@ -39,6 +40,7 @@ _VERIFICATION_STATUS = {
     "verified": "verified",
     "partial_pass": "partial_pass",
     "oscillating": "partial_pass",
+    "blocker": "partial_pass",
     "execution_failed": "execution_failed",
 }
 
@@ -77,7 +79,7 @@ async def execute(state: StepState, runtime: Runtime[PlanContext]) -> dict:
     step = step_of(state)
     run_number = len(state.get("attempts") or []) + 1
     emit(state, "attempt_started", step_id=step.id, run_number=run_number)
-    started = time.monotonic()
+    started = time.time()
     if not state.get("commands_approved", True):
         execution = ExecutionResult(ok=False, error="a person did not approve the step's commands")
     else:
@@ -145,8 +147,9 @@ async def check(state: StepState, runtime: Runtime[PlanContext]) -> dict:
     review_usage: dict = {}
     for result in results:
         review_usage = add_usage(review_usage, result.details.get("usage"))
+    started = state.get("started_at") or time.time()
     report = attempt_report(
-        run_number, execution, results, time.monotonic() - state.get("started_at", time.monotonic())
+        run_number, execution, results, started_at=started, ended_at=time.time()
     )
     started_processes = execution.sandboxed is not None or any(
         result.type in ("command", "tests") and not result.errored for result in results
@@ -161,7 +164,12 @@ async def check(state: StepState, runtime: Runtime[PlanContext]) -> dict:
         }
     )
     attempts = [*history, report]
-    move = next_move(attempts, max_retries=step.max_retries, self_correcting=step.self_correcting)
+    move = next_move(
+        attempts,
+        max_retries=step.max_retries,
+        self_correcting=step.self_correcting,
+        retry_blockers=step.on_failure == "retry",
+    )
     emit(
         state,
         "attempt_finished",
@@ -199,6 +207,11 @@ def finish(state: StepState) -> dict:
     diagnosis = execution.error or "; ".join(f"{c.name}: {c.diagnosis}" for c in failed)
     if state["move"] == "oscillating":
         diagnosis = f"stopped early: the same checks kept alternating between attempts. {diagnosis}"
+    elif state["move"] == "blocker":
+        diagnosis = (
+            "stopped: the executor reported that it cannot go on, without trying a tool "
+            f"(on_failure: retry would try again). {diagnosis}"
+        )
     usage: dict = {}
     for attempt in attempts:
         usage = add_usage(usage, attempt.usage)
@@ -212,6 +225,7 @@ def finish(state: StepState) -> dict:
         attempts=attempts,
         oscillated=state["move"] == "oscillating",
         usage=usage,
+        duration_s=step_duration(attempts, ended_at=time.time()),
     )
     emit(
         state,

@@ -76,6 +76,7 @@ def make_subplan(plan_graph: Callable[[], Any]) -> Callable:
 
 def _result(step_id: str, child: dict | None, check: CheckResult, usage: dict) -> dict:
     passed = check.passed
+    sub_run = state_to_report(child) if child else None
     result = StepResult(
         step_id=step_id,
         status="completed" if passed else "failed",
@@ -87,6 +88,7 @@ def _result(step_id: str, child: dict | None, check: CheckResult, usage: dict) -
             )
         ],
         usage=usage,
-        sub_run=state_to_report(child).model_dump() if child else None,
+        sub_run=sub_run.model_dump() if sub_run else None,
+        duration_s=sub_run.duration_s if sub_run else None,
     )
     return {"step_results": {step_id: result.model_dump()}, "usage": usage}

@@ -281,7 +281,7 @@ class PlanDemoPlaybook:
                     "docstring: record() clears the redo stack, and undo/redo are both LIFO "
                     "stacks. Run through tests/test_undo_history.py case by case before marking."
                 )
-                draft.on_failure = "stop"
+                draft.on_failure = "halt_if_critical"
         return RepairDraft(
             summary=(
                 "undo_history claimed success while 2 of its 4 tests failed on both attempts; "

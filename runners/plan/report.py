@@ -28,7 +28,6 @@ STATUS_COLOURS = {
     "completed": ("#d9f2e1", "#1b7f3b"),
     "test_failed": ("#fbe0de", "#b3261e"),
     "failed": ("#fbe0de", "#b3261e"),
-    "skipped": ("#eceff3", "#5b6776"),
     "blocked": ("#fdebd3", "#a35a00"),
     "awaiting_review": ("#e3ecfb", "#1f4e79"),
     "running": ("#e3ecfb", "#1f4e79"),
@@ -126,7 +125,10 @@ def render_plan_report(
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
         f"<style>{STYLE}</style></head><body><header><h1>{_e(title)}</h1>"
         f"<div>run <code>{_e(report.run_id)}</code> · status {_e(report.status)}"
-        f"{' · ' + _e(report.goal) if report.goal else ''}</div></header>"
+        f"{' · ' + _e(report.goal) if report.goal else ''}"
+        f"{' · started ' + _e(report.started_at.isoformat(timespec='seconds')) if report.started_at else ''}"
+        f"{' · ended ' + _e(report.ended_at.isoformat(timespec='seconds')) if report.ended_at else ''}"
+        f"{f' · {report.duration_s:.1f} s' if report.duration_s is not None else ''}</div></header>"
         f"<main>{body}</main></body></html>"
     )
 
@@ -330,8 +332,7 @@ class _Page:
         legend = " ".join(
             f"<span class='badge' style='background:{fill};color:{stroke}'>{_e(status)}</span>"
             for status, (fill, stroke) in STATUS_COLOURS.items()
-            if status
-            in {"completed", "test_failed", "failed", "skipped", "blocked", "awaiting_review"}
+            if status in {"completed", "test_failed", "failed", "blocked", "awaiting_review"}
         )
         return (
             "<section><h2>The plan</h2><div class='card' style='overflow-x:auto'>"
@@ -461,12 +462,16 @@ class _Page:
             badges.append(f"<span class='badge'>on_failure: {_e(spec.on_failure)}</span>")
             if spec.origin == "model":
                 badges.append("<span class='badge'>written by a model</span>")
+        if result.disposition is not None:
+            badges.append(f"<span class='badge'>disposition: {_e(result.disposition)}</span>")
         if result.oscillated:
             badges.append("<span class='badge'>stopped early: oscillating</span>")
         facts = (
             f"<p><b>Attempts</b> {len(result.attempts)} · <b>checks passed</b> {passed}/{len(checks)}"
             f" (last attempt) · <b>tokens</b> {usage.input_tokens + usage.output_tokens}"
-            f" ({usage.calls} calls) · <b>cost</b> {_money(usage)}</p>"
+            f" ({usage.calls} calls) · <b>cost</b> {_money(usage)}"
+            + (f" · <b>time</b> {result.duration_s:.1f} s" if result.duration_s is not None else "")
+            + "</p>"
         )
         depends = (
             f"<p class='muted'>depends on {_ids(spec.depends_on)}</p>"

@@ -263,3 +263,78 @@ def test_success_threshold_boundary(confidence, success):
         ).success
         is success
     )
+
+
+# --- the path correction takes ----------------------------------------------------------------
+
+
+def test_each_action_gets_its_expected_outcome_from_the_compact_page():
+    from veriloop.engines.dom_context import compact_page
+    from veriloop.engines.prediction import predict_outcome
+
+    page = compact_page(DOM).html  # what finalize reads: aria-haspopup survives compaction
+    assert predict_outcome(parse_action("click(2)"), page, step_expectation="x") == (
+        "dropdown",
+        DROPDOWN_OUTCOME,
+    )
+    assert predict_outcome(parse_action('navigate("/a")'), page, step_expectation=None) == (
+        "navigation",
+        NAVIGATION_OUTCOME,
+    )
+    kind, expected = predict_outcome(
+        parse_action("click(4)"), page, step_expectation="The order is saved"
+    )
+    assert (kind, expected.description) == ("generic", "The order is saved")
+    assert predict_outcome(parse_action("click(4)"), page, step_expectation=None) == (
+        "generic",
+        None,
+    )
+
+
+def test_a_recorded_prediction_is_checked_against_the_page_and_the_client():
+    from veriloop.engines.prediction import check_recorded_prediction
+    from veriloop.schemas.observation import BeforeStateSummary
+    from veriloop.schemas.records import ActionRecord
+
+    record = ActionRecord(
+        step_index=0,
+        action="click(2)",
+        action_type="dropdown",
+        expected_outcome=DROPDOWN_OUTCOME.description,
+        before_state=BeforeStateSummary(url="http://shop.test/", dom_hash="h"),
+    )
+    opened = DOM.replace('aria-expanded="false"', 'aria-expanded="true"').replace(
+        "</body>", '<ul role="menu"><li role="menuitem">Log out</li></ul></body>'
+    )
+
+    def check(dom, client=None, semantic=0.5):
+        return check_recorded_prediction(
+            record,
+            page_html=dom,
+            url="http://shop.test/",
+            semantic_confidence=semantic,
+            client_verification=client,
+        )
+
+    closed = check(DOM)
+    assert closed.dom.checks == {"aria_expanded": False, "roles_exist": False}
+    assert closed.verdict.confidence == 0.3 and not closed.verdict.success  # 0.4*0 + 0.6*0.5
+    shown = check(opened)
+    assert shown.verdict.success and shown.verdict.confidence == 0.7  # 0.4*1 + 0.6*0.5
+    # The client's own check, per the design's table: found adds 0.40, not found caps at 0.60.
+    found = check(DOM, ClientVerification(element_found=True, selector="[role=menu]"))
+    assert found.verdict.confidence == 0.7 and found.verdict.success
+    missing = check(opened, ClientVerification(element_found=False, selector="[role=menu]"), 0.9)
+    assert missing.verdict.confidence == 0.6 and missing.verdict.capped
+    lines = missing.lines(["URL did not change"])
+    assert lines[0] == f"Expected: {DROPDOWN_OUTCOME.description}; observed: URL did not change"
+    assert "The client did not find the expected element [role=menu]" in lines
+    assert lines[-1] == "Prediction confidence: 0.60 (capped: the expected element is missing)"
+    # An action that expected nothing in particular has nothing to check.
+    plain = record.model_copy(update={"action_type": "generic", "expected_outcome": None})
+    assert (
+        check_recorded_prediction(
+            plain, page_html=DOM, url="u", semantic_confidence=0.5, client_verification=None
+        )
+        is None
+    )

@@ -197,3 +197,38 @@ def test_an_impossible_verdict_fails_the_task(jas, observe, verdict):
     second = agent.step(observe("patient_form", task_id=first.task_id))
     assert second.action == 'fail("the page shows the goal cannot be achieved")'
     assert second.status == "failed" and jas.calls("correction") == 0
+
+
+def test_correction_sees_the_expected_outcome_against_what_was_observed(scripted_model, observe):
+    from veriloop.schemas.observation import ClientVerification
+
+    scripted_model.script(
+        "planning",
+        PlanOutput(
+            steps=[
+                PlannedStep(
+                    description="Open the new patient form",
+                    expected_outcome="The new patient form is shown",
+                )
+            ]
+        ),
+    )
+    scripted_model.on(
+        "refinement", lambda req: RefinedStep(instruction="Click New patient", target_element_id=4)
+    )
+    scripted_model.on("action", lambda req: ActionChoice(thought="open", action="click(4)"))
+    scripted_model.script("correction", RETRY)
+    agent = _agent()
+    first = agent.step(observe("patients", query=GOAL))
+    missing = ClientVerification(element_found=False, selector="#patient-form")
+    agent.step(observe("patients", task_id=first.task_id, client_verification=missing))
+    # The action carried its expected outcome (the plan step's: click(4) is a plain button).
+    record = agent.get_task(first.task_id).actions[0]
+    assert (record["action_type"], record["expected_outcome"]) == (
+        "generic",
+        "The new patient form is shown",
+    )
+    (request,) = [r for r in scripted_model.requests if r.purpose == "correction"]
+    assert "Expected: The new patient form is shown; observed: " in request.text
+    assert "The client did not find the expected element #patient-form" in request.text
+    assert "Prediction confidence: 0.20" in request.text

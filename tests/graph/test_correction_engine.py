@@ -130,3 +130,43 @@ async def test_garbage_correction_answer_falls_back(scripted_model, page):
     # The unusable call was still made and paid for: it counts.
     assert outcome.usage["correction"]["calls"] == 1
     assert outcome.usage["correction"]["input_tokens"] > 0
+
+
+async def test_an_expected_outcome_on_the_page_is_never_redone_on_another_element(
+    scripted_model, page
+):
+    from veriloop.engines.prediction import check_recorded_prediction
+    from veriloop.schemas.observation import ClientVerification
+    from veriloop.schemas.records import ActionRecord
+
+    record = ActionRecord(
+        step_index=0, action="click(7)", action_type="generic", expected_outcome="Jas is saved"
+    )
+    # The client found the expected element: 0.35 + 0.40 passes the threshold.
+    seen = check_recorded_prediction(
+        record,
+        page_html=page("patient_form"),
+        url=URL,
+        semantic_confidence=0.35,
+        client_verification=ClientVerification(element_found=True, selector="#saved"),
+    )
+    assert seen.verdict.success
+    scripted_model.script(
+        "correction", CorrectionChoice(strategy="alternative_element", element_id=5, thought="x")
+    )
+    now = StepContext(goal="Add a patient named Jas", url=URL, dom=page("patient_form"))
+    outcome = await choose_correction(
+        get_llm(Context()),
+        now,
+        failed_action=parse_action("click(7)"),
+        problem="the last action did not work",
+        tried=[],
+        prediction=seen,
+        observed=["URL did not change"],
+    )
+    # Clicking another element would save twice: the choice falls back to waiting.
+    assert outcome.strategy == "retry_with_delay(0.5)"
+    prompt = scripted_model.requests[0].text
+    assert "Expected: Jas is saved; observed: URL did not change" in prompt
+    assert "The client found the expected element #saved" in prompt
+    assert "- alternative_element" not in prompt

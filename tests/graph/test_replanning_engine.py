@@ -1,4 +1,5 @@
-"""Replanning: modify vs regenerate is read from minor_modifications_only alone."""
+"""Replanning: modify vs regenerate is read from minor_modifications_only alone, and that flag is
+derived from a structural comparison of the steps (the model's claim can only make it stricter)."""
 
 from __future__ import annotations
 
@@ -56,18 +57,25 @@ async def test_minor_modifications_edit_the_remaining_steps_in_place(scripted_mo
             suggested_changes=["click the name field first"],
             modified_steps=[
                 PlannedStep(description="Focus the name field"),
-                PlannedStep(description="Type Jas and save"),
+                PlannedStep(description="Type Jas"),
+                PlannedStep(description="Save"),
             ],
         ),
     )
     outcome = await _replan(page)
     assert outcome.result.plan_modified and not outcome.result.plan_regenerated
+    assert outcome.validation.minor_modifications_only
     assert [s.description for s in outcome.plan.steps] == [
         "Open form",
         "Focus the name field",
-        "Type Jas and save",
+        "Type Jas",
+        "Save",
     ]
-    assert [s.id for s in outcome.plan.steps] == ["step-1", "step-2", "step-3"]
+    assert [s.id for s in outcome.plan.steps] == ["step-1", "step-2", "step-3", "step-4"]
+    # The structured difference is recorded: one step inserted before the stuck one.
+    changes = outcome.result.step_changes
+    assert (changes.before, changes.after, changes.changed, changes.minor) == (2, 3, 1, True)
+    assert changes.diff == {"iterable_item_added": {"root[0]": "Focus the name field"}}
     assert outcome.step_index == 1 and outcome.usage["replanning"]["calls"] == 1
     prompt = scripted_model.requests[0].text
     assert "Remaining steps (the first is the stuck one):\n- Type Jas\n- Save" in prompt
@@ -86,3 +94,43 @@ async def test_anything_else_regenerates(scripted_model, page):
     unusable = await _replan(page)
     assert unusable.plan is None and unusable.result.plan_regenerated
     assert not unusable.validation.minor_modifications_only
+
+
+async def test_a_rewrite_the_model_calls_minor_is_regenerated(scripted_model, page):
+    scripted_model.script(
+        "replanning",
+        PlanValidation(
+            valid=False,
+            minor_modifications_only=True,  # the model's word...
+            suggested_changes=["small tweak"],
+            modified_steps=[
+                PlannedStep(description="Log out"),
+                PlannedStep(description="Delete every invoice"),
+            ],
+        ),
+    )
+    outcome = await _replan(page)
+    # ...is not enough: both remaining steps changed, so the plan is regenerated, not edited.
+    assert not outcome.validation.minor_modifications_only
+    assert determine_replan_action(outcome.validation) == "regenerate"
+    assert outcome.plan is None and outcome.result.plan_regenerated
+    changes = outcome.result.step_changes
+    assert (changes.changed, changes.minor) == (2, False)
+    assert changes.diff["values_changed"]["root[0]"] == {
+        "old_value": "Type Jas",
+        "new_value": "Log out",
+    }
+    assert "more than a minor modification" in outcome.result.reason
+
+
+async def test_the_model_saying_not_minor_is_never_overruled(scripted_model, page):
+    scripted_model.script(
+        "replanning",
+        PlanValidation(
+            valid=False,
+            minor_modifications_only=False,
+            modified_steps=[PlannedStep(description="Type Jas"), PlannedStep(description="Save")],
+        ),
+    )
+    outcome = await _replan(page)
+    assert outcome.plan is None and outcome.result.plan_regenerated

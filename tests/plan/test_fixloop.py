@@ -9,9 +9,10 @@ from veriloop.engines.plan.fixloop import (
     build_corrective_prompt,
     next_move,
     oscillating,
+    step_duration,
     step_status,
 )
-from veriloop.schemas.plan_run import AttemptReport, CheckResult, ExecutionResult
+from veriloop.schemas.plan_run import AttemptReport, CheckResult, ExecutionResult, ToolCallRecord
 
 TASK = "Implement parse() in calc.py so that tests/test_calc.py passes. Keep the public API."
 
@@ -211,6 +212,33 @@ def test_oscillation_stops_the_loop_early() -> None:
     assert next_move(attempts, max_retries=2, self_correcting=True) == "partial_pass"
 
 
+def test_a_reported_blocker_ends_the_loop_unless_the_policy_asks_for_retries() -> None:
+    blocked = attempt(1, "notes").model_copy(update={"blocker": True})
+    assert next_move([blocked], max_retries=2, self_correcting=True) == "blocker"
+    assert next_move([blocked], max_retries=2, self_correcting=True, retry_blockers=True) == "retry"
+    # A failure that is not a blocker still gets its corrective attempts.
+    assert next_move([attempt(1, "notes")], max_retries=2, self_correcting=True) == "retry"
+
+
+@pytest.mark.parametrize(
+    ("notes", "tools", "blocker"),
+    [
+        ("[FAIL]: no credentials", ["mark_step"], True),
+        ("  [fail]: no credentials", [], True),
+        ("[FAIL]: the tests still fail", ["write_file", "mark_step"], False),
+        ("[SUCCESS]: done", ["mark_step"], False),
+    ],
+)
+def test_a_blocker_is_a_fail_note_without_any_tool_call(notes, tools, blocker) -> None:
+    execution = ExecutionResult(
+        ok=True,
+        notes=notes,
+        tool_calls=[ToolCallRecord(id=str(i), name=n, status="ok") for i, n in enumerate(tools)],
+    )
+    report = attempt_report(1, execution, [result("notes", False)], started_at=0.0, ended_at=1.0)
+    assert report.blocker is blocker
+
+
 def test_next_move_needs_an_attempt() -> None:
     with pytest.raises(ValueError):
         next_move([], max_retries=1, self_correcting=True)
@@ -236,14 +264,23 @@ def test_attempt_report() -> None:
         usage={"execution": {"input_tokens": 10, "output_tokens": 5, "calls": 1}},
     )
     checks = [result("schema", True), result("tests", True)]
-    report = attempt_report(2, execution, checks, 1.5)
+    report = attempt_report(
+        2, execution, checks, started_at=1_800_000_000.0, ended_at=1_800_000_001.5
+    )
     assert (report.run_number, report.execution_ok, report.passed) == (2, True, True)
     assert report.usage == execution.usage and report.usage is not execution.usage
     assert len(report.output_excerpt) < 2100 and "omitted" in report.output_excerpt
     assert report.notes == "[SUCCESS]: done" and report.duration_s == 1.5
+    assert report.started_at.isoformat() == "2027-01-15T08:00:00+00:00"
+    assert step_duration([report], ended_at=1_800_000_010.0) == 10.0
+    assert step_duration([], ended_at=1_800_000_010.0) is None
 
-    failing = attempt_report(3, execution, [*checks, result("predicate[0]", False)], 0.1)
+    failing = attempt_report(
+        3, execution, [*checks, result("predicate[0]", False)], started_at=0.0, ended_at=0.1
+    )
     assert not failing.passed
-    crashed = attempt_report(4, ExecutionResult(ok=False, error="executor crashed"), [], 0.2)
+    crashed = attempt_report(
+        4, ExecutionResult(ok=False, error="executor crashed"), [], started_at=0.0, ended_at=0.2
+    )
     assert not crashed.passed and crashed.error == "executor crashed"
     assert crashed.output_excerpt == ""

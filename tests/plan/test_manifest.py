@@ -246,10 +246,11 @@ def test_executor_human_without_type_is_a_human_review():
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        ("STOP", "stop"),
-        ("Skip", "skip"),
-        ("halt", "stop"),
-        ("continue", "skip"),
+        ("STOP", "halt_if_critical"),  # deprecated spelling
+        ("Skip", "continue"),  # deprecated spelling
+        ("halt", "halt_if_critical"),
+        ("Halt_If_Critical", "halt_if_critical"),
+        ("continue", "continue"),
         ("RePlan", "replan"),
     ],
 )
@@ -483,7 +484,7 @@ def test_every_problem_is_listed():
         ),
         (
             {"steps": [{"id": "a", "on_failure": "sometimes"}]},
-            "steps[0] (id 'a').on_failure: Input should be 'stop', 'skip', 'retry' or 'replan'",
+            "steps[0] (id 'a').on_failure: Input should be 'halt_if_critical', 'continue', 'retry' or 'replan'",
         ),
         (
             {"steps": [{"id": "a", "type": "banana"}]},
@@ -720,3 +721,10 @@ def test_apply_repair_rejects_an_invalid_result():
 
 def test_manifest_problems_on_a_valid_manifest_is_empty():
     assert manifest_problems(expected_manifest(), tools=TOOLS) == []
+
+
+def test_deprecated_on_failure_spellings_are_rewritten_wherever_a_step_is_validated():
+    assert ManifestStep(id="s", executor="llm", on_failure="stop").on_failure == "halt_if_critical"
+    assert ManifestStep(id="s", executor="llm", on_failure="skip").on_failure == "continue"
+    assert StepDraft(id="s", on_failure="skip").on_failure == "continue"
+    assert ManifestStep(id="s", executor="llm").on_failure == "halt_if_critical"

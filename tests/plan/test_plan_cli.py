@@ -6,6 +6,7 @@ needs a model checks that the CLI refuses to start without one.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -49,6 +50,10 @@ def test_hello_shell_example_completes_and_writes_the_report(cli, tmp_path: Path
     for step_id in report.steps:
         assert f"id='step-{step_id}'" in html
     assert "No model was called" in html
+    # run metadata: the run's wall time in the summary line and the page, a time column per step
+    assert re.search(r"completed: 4 steps, .*, \d+\.\d s", result.output), result.output
+    assert f"started {report.started_at.isoformat(timespec='seconds')}" in html
+    assert "time" in result.output and report.duration_s is not None
     # the default database is created in the current directory
     assert (tmp_path / ".veriloop" / "plans.sqlite").is_file()
     # live progress: a line per check, one per finished step
@@ -219,3 +224,99 @@ def test_llm_example_runs_with_a_configured_model(cli, tmp_path: Path, scripted_
         "Model: <code>gpt-4.1-mini</code> via an OpenAI-compatible server at http://127.0.0.1"
         in html
     )
+
+
+def test_summary_counts_unscheduled_steps_and_keeps_long_names_whole_when_piped(
+    cli, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    first = cli("run", "examples/review.yaml", "--run-id", "count")
+    assert first.exit_code == 3, first.output
+    # 3 steps in the plan, one of them not scheduled yet: the count and the table say so.
+    assert "awaiting_review: 3 steps" in first.output
+    assert re.search(r"│ publish\s+│ pending", first.output), first.output
+    # The review shows the draft's result once, inline, and no model-facing fence markers.
+    assert "<<<" not in first.output and "STEP_RESULTS" not in first.output
+
+    manifest = tmp_path / "long.yaml"
+    long_id = "python_major_version_of_the_interpreter_that_runs_this_plan"
+    manifest.write_text(f"steps:\n  - id: {long_id}\n    command: echo hi\n")
+    result = cli("run", str(manifest))
+    assert result.exit_code == 0, result.output
+    assert f"│ {long_id} │" in result.output  # one row, not folded at 80 columns
+
+
+def test_run_help_shows_the_failure_policy_matrix(cli) -> None:
+    result = cli("run", "--help")
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "halt_if_critical (default)" in text and "stop = halt_if_critical" in text
+    assert "continue: critical: go on without it; not critical: go on without it" in text
+
+
+NESTED = """goal: nested
+steps:
+  - id: a
+    command: echo a
+  - id: child
+    type: plan
+    depends_on: [a]
+    plan:
+      steps:
+        - id: x
+          command: echo x
+        - id: rev
+          type: human_review
+          input: "ok?"
+          depends_on: [x]
+        - id: y
+          command: echo y
+          depends_on: [rev]
+  - id: after
+    command: echo after
+    depends_on: [child]
+"""
+
+
+def _rows(output: str) -> list[list[str]]:
+    return [
+        [cell.strip() for cell in line.strip("│").split("│")]
+        for line in output.splitlines()
+        if line.startswith("│")
+    ]
+
+
+def test_show_prints_nested_plans_indented_with_each_parents_aggregate(cli, tmp_path) -> None:
+    (tmp_path / "nested.yaml").write_text(NESTED)
+    assert cli("run", "nested.yaml", "--run-id", "n1").exit_code == 3
+    # Live: the child plan is paused at its review, and show reads it from the checkpoint.
+    live = cli("show", "n1")
+    assert live.exit_code == 0, live.output
+    rows = [(r[0], r[1], r[2], r[3]) for r in _rows(live.output)]
+    assert rows == [
+        ("a", "completed", "", ""),
+        ("child", "awaiting_review", "1/3", "0"),
+        ("x", "completed", "", ""),
+        ("rev", "awaiting_review", "", ""),
+        ("y", "pending", "", ""),
+        ("after", "pending", "", ""),
+    ]
+    assert "│   x " in live.output  # indented under its parent
+    assert "awaiting_review: 1/3 steps done, 0 failed" in live.output
+    flat = cli("show", "n1", "--flat")
+    assert [r[0] for r in _rows(flat.output)] == [
+        "a",
+        "child",
+        "child/x",
+        "child/rev",
+        "child/y",
+        "after",
+    ]
+
+    assert cli("resume", "n1", "--approve-all").exit_code == 0
+    top = cli("show", "n1", "--depth", "1")
+    assert [(r[0], r[2]) for r in _rows(top.output)] == [("a", ""), ("child", "3/3"), ("after", "")]
+    assert "completed: 3/3 steps done, 0 failed" in top.output
+    both = cli("show", "n1", "--depth", "1", "--flat")
+    assert both.exit_code == 2 and "do not go together" in both.output
+    assert cli("show", "nope").exit_code == 2

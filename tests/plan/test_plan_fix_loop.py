@@ -87,7 +87,8 @@ def test_success_notes_never_complete_a_step_whose_tests_fail(runner, scripted_m
     report = runner().run({**manifest({**ADDER, "max_retries": 1}), "agents": AGENTS})
     step = report.steps["adder"]
     assert step.verification_status == "partial_pass" and len(step.attempts) == 2
-    assert step.notes.startswith("[SUCCESS]") and step.status == "skipped"  # non-critical stop
+    assert step.notes.startswith("[SUCCESS]") and step.status == "test_failed"
+    assert step.disposition == "skip"  # non-critical halt_if_critical: the run goes on
     assert report.status == "failed"
 
 
@@ -146,3 +147,21 @@ def test_a_provider_outage_mid_attempt_resumes_at_that_attempt(runner, scripted_
         if r.purpose == "execution" and "Attempt: 2 of" not in r.text
     ]
     assert len(first_attempts) == 1  # attempt 1 was not executed again
+
+
+@pytest.mark.parametrize(("on_failure", "attempts"), [("halt_if_critical", 1), ("retry", 3)])
+def test_a_reported_blocker_ends_the_loop_unless_the_policy_asks_for_retries(
+    runner, scripted_model, project, on_failure, attempts
+):
+    scripted_model.on(
+        "execution", lambda request: ToolCalls([("mark_step", {"notes": "[FAIL]: no credentials"})])
+    )
+    step = {**ADDER, "on_failure": on_failure}
+    report = runner().run({**manifest(step), "agents": AGENTS})
+    adder = report.steps["adder"]
+    assert len(adder.attempts) == attempts and adder.status == "test_failed"
+    # The checks still ran on the one attempt, for the report.
+    assert {c.type for c in adder.attempts[0].checks} >= {"notes", "tests"}
+    assert adder.attempts[0].blocker
+    if attempts == 1:
+        assert adder.diagnosis.startswith("stopped: the executor reported that it cannot go on")

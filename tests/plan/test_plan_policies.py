@@ -24,34 +24,55 @@ def matrix_manifest(on_failure: str, critical: bool) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("on_failure", "critical", "a_status", "halted"),
+    ("on_failure", "critical", "disposition"),
     [
-        ("stop", True, "failed", True),
-        ("stop", False, "skipped", False),
-        ("skip", True, "skipped", False),
-        ("skip", False, "skipped", False),
-        ("retry", True, "failed", True),
-        ("retry", False, "skipped", False),
-        ("replan", True, "failed", True),  # no replan budget: falls back to halt
-        ("replan", False, "skipped", False),  # ... or to skip
+        ("halt_if_critical", True, "halt"),
+        ("halt_if_critical", False, "skip"),
+        ("continue", True, "skip"),
+        ("continue", False, "skip"),
+        ("retry", True, "halt"),
+        ("retry", False, "skip"),
+        ("replan", True, "halt"),  # no replan budget: falls back to halt
+        ("replan", False, "skip"),  # ... or to going on without it
+        ("stop", True, "halt"),  # deprecated spellings still mean what they meant
+        ("stop", False, "skip"),
+        ("skip", True, "skip"),
     ],
 )
-def test_on_failure_by_critical_matrix(runner, calls, on_failure, critical, a_status, halted):
+def test_on_failure_by_critical_matrix(runner, calls, on_failure, critical, disposition):
     report = runner(max_replans_per_step=0).run(matrix_manifest(on_failure, critical))
     got = statuses(report)
-    assert got["a"] == a_status and got["b"] == "completed"
+    # The status says what happened to a (its check failed), whatever the run did about it.
+    assert got["a"] == "failed" and got["b"] == "completed"
+    a = report.steps["a"]
+    assert a.disposition == disposition and report.steps["b"].disposition is None
+    assert report.manifest.step("a").on_failure in (
+        "halt_if_critical",
+        "continue",
+        "retry",
+        "replan",
+    )
+    halted = disposition == "halt"
     assert report.halted is halted and report.status == "failed"
     if halted:
         # The run stopped at the end of a's batch: nothing after it ran.
         assert got["c"] == got["d"] == "blocked" and calls["ok"] == 1
         assert "critical step 'a'" in report.halt_reason
     else:
-        # Skipped: the run goes on, and c runs without a's result.
+        # The run went on without a: c runs without a's result.
         assert got["c"] == got["d"] == "completed"
         assert report.steps["c"].output == {"value": "c", "depends": ["a"]}
     # The predicate check says why a failed; its verification status is partial_pass.
-    a = report.steps["a"]
     assert a.verification_status == "partial_pass" and a.attempts[-1].checks[0].passed is False
+
+
+def test_a_failed_test_run_of_a_non_critical_step_is_test_failed_not_skipped(runner):
+    # The default policy lets the run go on; the step still says its tests failed.
+    tests = {"id": "t", "command": "true", "test_command": "false", "requires_testing": True}
+    report = runner().run(manifest(tests, py_step("after", depends_on=["t"])))
+    t = report.steps["t"]
+    assert (t.status, t.disposition) == ("test_failed", "skip")
+    assert report.steps["after"].status == "completed" and report.status == "failed"
 
 
 def test_a_clean_run_completes_and_passes_dependency_results(runner):
@@ -60,6 +81,18 @@ def test_a_clean_run_completes_and_passes_dependency_results(runner):
     assert report.steps["b"].output == {"value": "b", "depends": ["a"]}
     assert report.steps["a"].verification_status == "verified"
     assert [a.run_number for a in report.steps["a"].attempts] == [1]
+
+
+def test_a_report_says_when_the_run_started_and_ended_and_how_long_each_part_took(runner):
+    report = runner().run(manifest(py_step("a", "slow"), py_step("b", depends_on=["a"])))
+    assert report.started_at is not None and report.ended_at is not None
+    assert report.duration_s == pytest.approx(
+        (report.ended_at - report.started_at).total_seconds(), abs=0.01
+    )
+    a = report.steps["a"]
+    assert a.duration_s >= 0.2 and a.attempts[0].duration_s >= 0.2  # slow sleeps 0.2 s
+    assert report.started_at <= a.attempts[0].started_at <= report.ended_at
+    assert report.duration_s >= a.duration_s + report.steps["b"].duration_s
 
 
 def test_python_steps_are_not_retried_even_with_a_budget(runner, calls):
@@ -143,6 +176,8 @@ def test_a_rejected_review_fails_with_the_comment_and_blocks_downstream(runner):
     plan.run(manifest(review, py_step("after", depends_on=["review"])), run_id="r2")
     done = plan.resume("r2", {"review": {"approved": False, "comment": "tests look thin"}})
     assert done.steps["review"].status == "failed"
+    assert done.steps["review"].verification_status == "rejected"
+    assert done.steps["review"].disposition == "block"
     assert "tests look thin" in done.steps["review"].diagnosis
     assert done.steps["after"].status == "blocked" and done.status == "failed"
 
@@ -182,7 +217,8 @@ def test_a_failing_child_fails_its_parent_step(runner):
     child = {"id": "child", "type": "plan", "critical": True, "plan": manifest(py_step("x", "bad"))}
     report = runner().run(manifest(child, py_step("after", depends_on=["child"])))
     assert report.steps["child"].status == "failed" and "x" in report.steps["child"].diagnosis
-    assert report.steps["child"].sub_run["steps"]["x"]["status"] == "skipped"
+    child_x = report.steps["child"].sub_run["steps"]["x"]
+    assert (child_x["status"], child_x["disposition"]) == ("failed", "skip")
     assert report.halted and report.steps["after"].status == "blocked"
 
 
@@ -197,6 +233,31 @@ def test_an_invalid_user_manifest_is_rejected_with_located_problems(runner):
     report = runner().run(manifest(py_step("a", depends_on=["ghost"])))
     assert report.status == "rejected" and "ghost" in report.halt_reason
     assert report.critique.has_critical
+
+
+def test_a_critic_rejection_says_where_like_a_parse_error(runner):
+    bad = py_step("a", checks=["result.items >"])  # parses, but the predicate does not compile
+    report = runner().run(manifest(bad))
+    assert report.status == "rejected" and report.critique.has_critical
+    assert report.halt_reason.startswith(
+        "plan rejected by the critic: steps[0] (id 'a').checks[0]: predicate does not compile"
+    )
+
+
+def test_a_review_question_shows_each_result_once_and_no_model_fences(runner):
+    review = {
+        "id": "review",
+        "type": "human_review",
+        "input": "Ship {{a}}?",
+        "depends_on": ["a", "b"],
+    }
+    report = runner().run(manifest(py_step("a"), py_step("b"), review), run_id="q")
+    (pending,) = report.pending_reviews
+    question = pending.question
+    assert question.startswith('Ship {"value": "a", "depends": []}?')
+    assert question.count('"value": "a"') == 1  # inline, not repeated below
+    assert '- b: {"value": "b", "depends": []}' in question  # the one the text does not show
+    assert "<<<" not in question and "STEP_RESULTS" not in question
 
 
 @pytest.mark.parametrize(

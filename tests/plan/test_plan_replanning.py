@@ -44,6 +44,14 @@ def test_three_blocked_steps_in_one_batch_cost_exactly_one_replan_call(
     assert sorted(record.blocked) == ["x", "y", "z"]
     assert sorted(record.replaced) == ["join", "x", "y", "z"]  # blocked + downstream, not "fine"
     assert record.summary == "use the ok function"
+    # The field-level difference between each replaced step and its replacement is kept.
+    assert record.changes["x"]["values_changed"]["root['function']"] == {
+        "old_value": "bad",
+        "new_value": "right",
+    }
+    assert record.changes["join"]["values_changed"]["root['origin']"]["new_value"] == "model"
+    assert set(record.changes) == {"x", "y", "z", "join"}
+    assert all(s.disposition == "replan" for s in report.superseded)
     # The independent step of the batch kept its result and ran once.
     assert report.steps["fine"].status == "completed"
     assert sorted(s.step_id for s in report.superseded) == ["x", "y", "z"]
@@ -81,7 +89,8 @@ def test_replan_budget_per_step_stops_replanning_then_the_policy_applies(runner,
     scripted_model.on("replanning", as_bad_as_before())
     report = runner().run(manifest(py_step("b", "bad", on_failure="replan")))
     assert scripted_model.calls("replanning") == 3
-    assert report.steps["b"].status == "skipped" and report.status == "failed"
+    b = report.steps["b"]
+    assert (b.status, b.disposition) == ("failed", "skip") and report.status == "failed"
     assert [r.round for r in report.replan_history] == [1, 2, 3]
 
 
@@ -92,6 +101,7 @@ def test_run_budget_caps_replans_across_steps(runner, scripted_model):
     )
     assert scripted_model.calls("replanning") == 1
     assert report.halted and report.steps["b"].status == "failed"
+    assert report.steps["b"].disposition == "halt"
 
 
 def test_an_unusable_repair_falls_back_to_the_failure_policy(runner, scripted_model):
@@ -114,7 +124,8 @@ def test_a_repair_with_a_cycle_is_not_applied(runner, scripted_model):
         ),
     )
     report = runner().run(manifest(py_step("b", "bad", on_failure="replan")))
-    assert report.steps["b"].status == "skipped" and "cycle" in report.replan_history[0].summary
+    assert report.steps["b"].status == "failed" and report.steps["b"].disposition == "skip"
+    assert "cycle" in report.replan_history[0].summary
 
 
 def test_meta_planner_writes_the_manifest_from_a_goal(runner, scripted_model):
@@ -185,6 +196,7 @@ def test_a_repair_cannot_drop_the_checks_of_the_step_it_replaces(runner, scripte
     report = runner(max_replans_per_step=1).run(manifest(py_step("b", "bad", on_failure="replan")))
     assert scripted_model.calls("replanning") == 1 and calls["bad"] == 2
     step = report.steps["b"]
-    assert step.status == "skipped" and step.verification_status == "partial_pass"
+    assert step.status == "failed" and step.verification_status == "partial_pass"
+    assert step.disposition == "skip"
     assert [c.type for c in step.attempts[-1].checks if not c.passed] == ["predicate"]
     assert report.manifest.step("b").origin == "model"

@@ -44,6 +44,8 @@ def test_a_task_runs_to_finish_with_one_verification_per_action(api, scripted_mo
     assert [(a["stepIndex"], a["action"], a["beforeState"]["url"]) for a in detail["actions"]] == [
         (i, "finish()" if i == 3 else "click(7)", observation(7, i)["url"]) for i in range(4)
     ]
+    # ...and what it was expected to do (the plan step's expected outcome; finish() expects nothing).
+    assert [a.get("expectedOutcome") for a in detail["actions"]] == ["counter +1"] * 3 + [None]
     assert [v["stepIndex"] for v in detail["verifications"]] == [0, 1, 2]
     assert detail["plan"]["steps"], "the plan is part of the task detail"
     assert detail["totalUsage"]["calls"] == scripted_model.calls() > 0

@@ -86,6 +86,11 @@ def test_a_run_goes_on_in_the_server_and_streams_its_events_live(server, markers
     assert report["steps"]["b"]["output"] == {"value": "b", "depends": ["a"]}
     assert report["steps"]["b"]["attempts"][0]["runNumber"] == 1
     assert ran(markers) == ["a", "b"]
+    # Run metadata: when it started and ended, and the wall time of the run, each step and attempt.
+    assert report["startedAt"] < report["endedAt"] and report["durationS"] >= 0.3
+    a = report["steps"]["a"]
+    assert a["durationS"] >= 0.3 and a["attempts"][0]["durationS"] >= 0.3
+    assert report["startedAt"] <= a["attempts"][0]["startedAt"] <= report["endedAt"]
 
     # A finished run's stream says what finished, from its checkpoint, and ends.
     again = plan_events(client, run_id)
