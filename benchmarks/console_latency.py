@@ -35,6 +35,7 @@ import typer
 from playwright.sync_api import sync_playwright
 
 REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-background-networking",
@@ -44,6 +45,7 @@ CHROMIUM_ARGS = [
 ]
 WARMUP_S = 3.0
 """The first step's wait: the page is open and following before the measured steps run."""
+QUICK_WARMUP_S = 1.5
 
 OBSERVER = """
 window.__seen = {};
@@ -66,8 +68,8 @@ async def pause(input=None, depends=None):
 TOOLS = {"pause": pause}
 
 
-def chain(steps: int, wait: float) -> dict:
-    items = [{"id": "warmup", "function": "pause", "input": {"wait": WARMUP_S}}]
+def chain(steps: int, wait: float, warmup: float) -> dict:
+    items = [{"id": "warmup", "function": "pause", "input": {"wait": warmup}}]
     for i in range(steps):
         items.append(
             {
@@ -132,12 +134,13 @@ def main(
     wait: Annotated[float, typer.Option(help="Seconds each step waits.")] = 0.5,
     quick: Annotated[bool, typer.Option(help="3 steps: a smoke run.")] = False,
 ) -> None:
+    warmup = WARMUP_S
     if quick:
-        steps, wait = 3, 0.3
+        steps, wait, warmup = 3, 0.2, QUICK_WARMUP_S
     with tempfile.TemporaryDirectory() as tmp:
         process, url = start_server(Path(tmp))
         try:
-            result = measure(url, steps, wait)
+            result = measure(url, steps, wait, warmup)
         finally:
             process.terminate()
             process.wait(timeout=30)
@@ -150,16 +153,16 @@ def main(
     )
 
 
-def measure(url: str, steps: int, wait: float) -> dict[str, float]:
+def measure(url: str, steps: int, wait: float, warmup: float) -> dict[str, float]:
     """Latencies (ms) and the run page's weight (KiB)."""
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
         )
         page = browser.new_page()
-        run_id = httpx.post(f"{url}/api/plans", json={"manifest": chain(steps, wait)}).json()[
-            "runId"
-        ]
+        run_id = httpx.post(
+            f"{url}/api/plans", json={"manifest": chain(steps, wait, warmup)}
+        ).json()["runId"]
         stamps: dict[str, float] = {}
         follower = threading.Thread(target=stamp_events, args=(url, run_id, stamps), daemon=True)
         follower.start()
@@ -168,7 +171,7 @@ def measure(url: str, steps: int, wait: float) -> dict[str, float]:
         last = f"s{steps - 1}"
         page.wait_for_selector(
             f"article[data-step='{last}'][data-status='completed']",
-            timeout=(WARMUP_S + steps * wait + 30) * 1000,
+            timeout=(warmup + steps * wait + 30) * 1000,
         )
         seen = page.evaluate("window.__seen")
         follower.join(timeout=10)

@@ -38,7 +38,7 @@ from veriloop.server.langserve_routes import add_agent_routes
 from veriloop.server.locks import TaskBusy
 from veriloop.server.pages.routes import mount as mount_console
 from veriloop.server.persistence import DATABASE_UNAVAILABLE, open_persistence
-from veriloop.server.plans import PlanService
+from veriloop.server.plans import Limit, Offset, PlanService
 from veriloop.server.plans import router as plans_router
 from veriloop.server.service import InvalidField, ServiceError, TaskService
 from veriloop.server.settings import Settings
@@ -196,8 +196,8 @@ def _add_routes(app: FastAPI) -> None:
     async def list_tasks(
         tenant: Tenant,
         request: Request,
-        limit: Annotated[int, Query(ge=1, le=100, description="Items per page.")] = 20,
-        offset: Annotated[int, Query(ge=0, le=1_000_000, description="nextOffset.")] = 0,
+        limit: Limit = 20,
+        offset: Offset = 0,
     ) -> TaskList:
         """The tenant's browser tasks, most recently updated first (goal, URL, status, steps)."""
         entries, more = await service(request).index.page(tenant, limit=limit, offset=offset)

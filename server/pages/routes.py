@@ -14,13 +14,13 @@ import re
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from veriloop.schemas.api import PlanRunRequest
 from veriloop.server.pages.render import render, review_views, run_view
-from veriloop.server.tenants import request_api_key, tenant_for
+from veriloop.server.tenants import current_tenant, request_api_key, tenant_for
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -46,10 +46,19 @@ router = APIRouter(include_in_schema=False)
 
 
 def mount(app: FastAPI) -> None:
-    """Add the console's pages and its static files to ``app``."""
+    """Add the console's pages, their key prompt and the static files to ``app``."""
     static = Path(__file__).parent / "static"
     app.include_router(router)
     app.mount("/static", CspStatic(directory=static), name="console-static")
+
+    @app.exception_handler(KeyNeeded)
+    async def ask_for_key(request: Request, exc: KeyNeeded) -> HTMLResponse:
+        html = render("key.html", title="API key", nav="", fragment=False, needs_key=True)
+        return HTMLResponse(html, headers=PAGE_HEADERS)
+
+
+class KeyNeeded(Exception):
+    """A browser opened a page without a key: answer with the page that asks for one."""
 
 
 class CspStatic(StaticFiles):
@@ -68,37 +77,29 @@ def _page(request: Request, template: str, title: str, nav: str, **context: Any)
     return HTMLResponse(html, headers=PAGE_HEADERS)
 
 
-def _tenant(request: Request) -> str | None:
-    """The caller's tenant; None when the page must first ask for a key. A request for the main
-    part with a missing or unknown key is 401 (the script then asks again)."""
+def page_tenant(request: Request) -> str:
+    """The caller's tenant. A page opened without a valid key asks for one (:class:`KeyNeeded`);
+    a request for the main part with a missing or unknown key is 401 (the script asks again)."""
     keys = request.app.state.api_keys
     key = request_api_key(request)
     if keys and request.headers.get(FRAGMENT_HEADER) != "main" and keys.get(key or "") is None:
-        return None
+        raise KeyNeeded
     return tenant_for(keys, key)
 
 
-def _ask_for_key(request: Request, title: str, nav: str) -> HTMLResponse:
-    html = render("key.html", title=title, nav=nav, fragment=False, needs_key=True)
-    return HTMLResponse(html, headers=PAGE_HEADERS)
+PageTenant = Annotated[str, Depends(page_tenant)]
 
 
 @router.get("/", response_class=HTMLResponse)
-async def runs_page(request: Request, offset: Offset = 0) -> HTMLResponse:
+async def runs_page(request: Request, tenant: PageTenant, offset: Offset = 0) -> HTMLResponse:
     """The tenant's plan runs."""
-    tenant = _tenant(request)
-    if tenant is None:
-        return _ask_for_key(request, "Plan runs", "runs")
     runs = await request.app.state.plans.list(tenant, limit=PAGE_SIZE, offset=offset)
     return _page(request, "runs.html", "Plan runs", "runs", runs=runs)
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-async def run_page(request: Request, run_id: str) -> HTMLResponse:
+async def run_page(request: Request, tenant: PageTenant, run_id: str) -> HTMLResponse:
     """One run: the picture, steps, attempts, checks, reviews; live while it executes."""
-    tenant = _tenant(request)
-    if tenant is None:
-        return _ask_for_key(request, "Plan run", "runs")
     detail = await request.app.state.plans.detail(tenant, run_id)
     view = run_view(
         detail,
@@ -112,11 +113,8 @@ async def run_page(request: Request, run_id: str) -> HTMLResponse:
 
 
 @router.get("/reviews", response_class=HTMLResponse)
-async def reviews_page(request: Request) -> HTMLResponse:
+async def reviews_page(request: Request, tenant: PageTenant) -> HTMLResponse:
     """Every human review and command approval the tenant's runs wait for."""
-    tenant = _tenant(request)
-    if tenant is None:
-        return _ask_for_key(request, "Reviews", "reviews")
     reports = await request.app.state.plans.reports(
         tenant, status="awaiting_review", limit=REVIEW_RUNS
     )
@@ -127,28 +125,24 @@ async def reviews_page(request: Request) -> HTMLResponse:
 
 
 @router.get("/new", response_class=HTMLResponse)
-async def new_run_page(request: Request) -> HTMLResponse:
+async def new_run_page(request: Request, _tenant: PageTenant) -> HTMLResponse:
     """Paste or upload a manifest, see the parser's and the critic's findings, start it."""
-    if _tenant(request) is None:
-        return _ask_for_key(request, "New run", "new")
     return _page(request, "new.html", "New run", "new")
 
 
 @router.post("/new/check", response_class=HTMLResponse)
-async def check_manifest_fragment(request: Request, body: PlanRunRequest) -> HTMLResponse:
+async def check_manifest_fragment(
+    request: Request, body: PlanRunRequest, _tenant: Annotated[str, Depends(current_tenant)]
+) -> HTMLResponse:
     """The findings of ``POST /api/plans/validate`` as the new-run page shows them."""
-    tenant_for(request.app.state.api_keys, request_api_key(request))  # any tenant, but a known key
     check = request.app.state.plans.check(body)
     html = render("_manifest_check.html", check=check, c=check.critique)
     return HTMLResponse(html, headers=PAGE_HEADERS)
 
 
 @router.get("/tasks", response_class=HTMLResponse)
-async def tasks_page(request: Request, offset: Offset = 0) -> HTMLResponse:
+async def tasks_page(request: Request, tenant: PageTenant, offset: Offset = 0) -> HTMLResponse:
     """The tenant's browser tasks."""
-    tenant = _tenant(request)
-    if tenant is None:
-        return _ask_for_key(request, "Browser tasks", "tasks")
     entries, more = await request.app.state.service.index.page(
         tenant, limit=PAGE_SIZE, offset=offset
     )
@@ -164,11 +158,8 @@ async def tasks_page(request: Request, offset: Offset = 0) -> HTMLResponse:
 
 
 @router.get("/tasks/{task_id}", response_class=HTMLResponse)
-async def task_page(request: Request, task_id: str) -> HTMLResponse:
+async def task_page(request: Request, tenant: PageTenant, task_id: str) -> HTMLResponse:
     """One browser task: each action, its target, observations, verdict and usage."""
-    tenant = _tenant(request)
-    if tenant is None:
-        return _ask_for_key(request, "Browser task", "tasks")
     detail = await request.app.state.service.task_detail(tenant, task_id)
     verdicts = {v.step_index: v for v in detail.verifications}
     steps = [

@@ -18,16 +18,8 @@ sys.path.insert(0, str(Path(__file__).parent))  # and console_kit
 
 from service_testkit import KEYS, ProcessServer  # noqa: E402
 
+from benchmarks.console_latency import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from veriloop.llm.scripted import ScriptedModelServer  # noqa: E402
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 @pytest.fixture(autouse=True)
