@@ -303,12 +303,13 @@ class PlanService:
         )
         return [await self._report(PlanEntry.model_validate(i.value)) for i in items]
 
-    def check(self, body: PlanRunRequest) -> ManifestCheck:
-        """What the parser and the static critic say of a manifest, before anything runs."""
+    async def check(self, body: PlanRunRequest) -> ManifestCheck:
+        """What the parser and the static critic say of a manifest, before anything runs (in a
+        thread: a large manifest's parse must not hold up the event loop)."""
         request = self._run_request(body)
         if "manifest" not in request:
             raise InvalidField("manifest", "give the manifest to check")
-        return check_manifest(request["manifest"], self.runner.context)
+        return await asyncio.to_thread(check_manifest, request["manifest"], self.runner.context)
 
     # -- running --------------------------------------------------------------------------
 
@@ -585,7 +586,7 @@ async def validate_manifest(
 ) -> ManifestCheck:
     """Parse a manifest and run the static critic, without starting anything: every parse error
     and finding, located (`steps[1] (id 'b'): ...`), and whether POST /api/plans would run it."""
-    return plan_service(request).check(body)
+    return await plan_service(request).check(body)
 
 
 @router.post(

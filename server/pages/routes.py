@@ -135,7 +135,7 @@ async def check_manifest_fragment(
     request: Request, body: PlanRunRequest, _tenant: Annotated[str, Depends(current_tenant)]
 ) -> HTMLResponse:
     """The findings of ``POST /api/plans/validate`` as the new-run page shows them."""
-    check = request.app.state.plans.check(body)
+    check = await request.app.state.plans.check(body)
     html = render("_manifest_check.html", check=check, c=check.critique)
     return HTMLResponse(html, headers=PAGE_HEADERS)
 
