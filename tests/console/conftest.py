@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -38,30 +38,42 @@ def scripted() -> Iterator[ScriptedModelServer]:
 
 
 @pytest.fixture(scope="module")
-def console_server(
+def launch(
     scripted: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ProcessServer]:
-    """``veriloop serve`` in its own process, keyed for tenant_a (key-a) and tenant_b (key-b)."""
-    root = tmp_path_factory.mktemp("console")
-    (root / "workspace").mkdir()
-    keep = ("PATH", "HOME", "LANG", "VERILOOP_TEST_POSTGRES_URL")
-    env = {name: os.environ[name] for name in keep if name in os.environ}
-    env.update(
-        OPENAI_BASE_URL=scripted.base_url,
-        OPENAI_API_KEY="test-key",
-        VERILOOP_API_KEYS=",".join(f"{k}:{t}" for k, t in KEYS.items()),
-        VERILOOP_LLM_MAX_RETRIES="0",
-        VERILOOP_REPLAN_COOLDOWN_S="0",
-        VERILOOP_TOOLS="plan_tools:TOOLS",
-        VERILOOP_WORKSPACE=str(root / "workspace"),
-        PYTHONPATH=str(SERVER_TESTS),
-        LANGSMITH_TRACING="false",
-    )
-    server = ProcessServer(f"sqlite:///{root / 'veriloop.sqlite'}", env).launch()
-    try:
-        yield server.ready()
-    finally:
+) -> Iterator[Callable[..., ProcessServer]]:
+    """``launch(database_url=None)``: ``veriloop serve`` in its own process (default: a fresh
+    SQLite file), keyed for tenant_a (key-a) and tenant_b (key-b); all stopped at the end."""
+    started: list[ProcessServer] = []
+
+    def start(database_url: str | None = None) -> ProcessServer:
+        root = tmp_path_factory.mktemp("console")
+        (root / "workspace").mkdir()
+        keep = ("PATH", "HOME", "LANG")
+        env = {name: os.environ[name] for name in keep if name in os.environ}
+        env.update(
+            OPENAI_BASE_URL=scripted.base_url,
+            OPENAI_API_KEY="test-key",
+            VERILOOP_API_KEYS=",".join(f"{k}:{t}" for k, t in KEYS.items()),
+            VERILOOP_LLM_MAX_RETRIES="0",
+            VERILOOP_REPLAN_COOLDOWN_S="0",
+            VERILOOP_TOOLS="plan_tools:TOOLS",
+            VERILOOP_WORKSPACE=str(root / "workspace"),
+            PYTHONPATH=str(SERVER_TESTS),
+            LANGSMITH_TRACING="false",
+        )
+        server = ProcessServer(database_url or f"sqlite:///{root / 'veriloop.sqlite'}", env)
+        started.append(server.launch())
+        return server.ready()
+
+    yield start
+    for server in started:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def console_server(launch: Callable[..., ProcessServer]) -> ProcessServer:
+    """The module's server (SQLite)."""
+    return launch()
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,9 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
-from service_testkit import Playbook, drive, python_step, wait_for_run
+from service_testkit import PG_URL, Playbook, drive, python_step, wait_for_run
 
 from veriloop.llm.scripted import ANY_PURPOSE
 
@@ -43,6 +44,29 @@ def test_plan_runs_are_listed_per_tenant_a_page_at_a_time(clients, tmp_path: Pat
     assert (row["stepsDone"], row["stepsTotal"], row["executing"]) == (1, 1, False)
     assert [r["runId"] for r in b.get("/api/plans").json()["items"]] == [theirs.json()["runId"]]
     assert a.get("/api/plans", params={"limit": 101}).status_code == 422
+
+
+@pytest.mark.postgres
+def test_the_lists_work_on_postgresql_too(launch, tmp_path: Path):
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        server = launch(f"{PG_URL}?options=-csearch_path%3D{schema}")
+        with server.client("key-a") as a, server.client("key-b") as b:
+            manifest = {"steps": [python_step("pg", tmp_path / "markers.txt")]}
+            run_id = a.post("/api/plans", json={"manifest": manifest}).json()["runId"]
+            assert wait_for_run(a, run_id)["status"] == "completed"
+            [row] = a.get("/api/plans").json()["items"]
+            assert row["runId"] == run_id and row["stepsDone"] == row["stepsTotal"] == 1
+            assert b.get("/api/plans").json()["items"] == []
+            assert a.get("/", headers={"X-Console": "main"}).text.count(run_id) >= 1
+            assert run_id not in b.get("/", headers={"X-Console": "main"}).text
+        server.stop()
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute("SET lock_timeout = '30s'")
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def test_browser_tasks_are_listed_per_tenant(clients, scripted):

@@ -108,6 +108,9 @@ def test_a_run_started_from_the_console_updates_live_and_completes_once_approved
     run_id = page.url.rsplit("/", 1)[1]
     report = api.get(f"/api/plans/{run_id}").json()
     assert report["steps"]["review"]["review"] == {"approved": True, "comment": "looks good"}
+    page.get_by_role("link", name="Plan runs").click()
+    expect(page.locator(f"tr.run[data-run='{run_id}']")).to_contain_text("3/3")
+    screenshot(page, "runs")
 
 
 def test_a_rejection_with_a_comment_fails_the_step_and_blocks_what_follows(
@@ -119,7 +122,9 @@ def test_a_rejection_with_a_comment_fails_the_step_and_blocks_what_follows(
     screenshot(page, "reviews")
     card.get_by_label("Comment").fill("not on a Friday")
     card.get_by_role("button", name="Reject").click()
-    expect(card.locator(".form-status")).to_contain_text("Rejected")
+    expect(page.locator("#notice")).to_have_text(
+        f"Rejected: step review of run {run_id}; the run continues."
+    )
     report = wait_for_run(api, run_id)
     assert report["status"] == "failed"
     assert report["steps"]["review"]["diagnosis"] == "rejected by the reviewer: not on a Friday"
@@ -152,7 +157,7 @@ def test_the_review_flow_works_with_the_keyboard_alone(page: Page, console_serve
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.textContent") == "Approve"
     page.keyboard.press("Enter")
-    expect(page.locator(f"form[data-run='{run_id}'] .form-status")).to_contain_text("Approved")
+    expect(page.locator("#notice")).to_contain_text(f"Approved: step review of run {run_id}")
     report = wait_for_run(api, run_id)
     assert report["status"] == "completed"
     assert report["steps"]["review"]["review"]["comment"] == "checked by keyboard"
@@ -175,7 +180,7 @@ def test_a_model_written_command_waits_for_approval_in_the_console(
     expect(card.locator("pre.commands")).to_contain_text("echo approved-by-a-person")
     screenshot(page, "command_approval")
     card.get_by_role("button", name="Approve").click()
-    expect(card.locator(".form-status")).to_contain_text("Approved")
+    expect(page.locator("#notice")).to_contain_text(f"Approved: step greet of run {run_id}")
     report = wait_for_run(api, run_id)
     assert report["status"] == "completed", report
     assert "approved-by-a-person" in str(report["steps"]["greet"]["output"])
@@ -202,6 +207,7 @@ def test_untrusted_text_shows_as_text_under_a_content_security_policy(
     expect(page.locator("#summary")).to_contain_text(payload)
     assert page.locator("main script, main img").count() == 0
     assert page.evaluate("window.__xss") is None and dialogs == []
+    assert violations == []  # the console's own pages need nothing the policy forbids
     response = page.goto(f"{console_server.url}/runs/{run_id}")
     csp = response.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp

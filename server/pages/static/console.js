@@ -10,6 +10,7 @@ let following = null;
 let refreshing = false;
 let refreshAgain = false;
 let timer = null;
+const answered = {};  // form key -> what was sent: kept across re-renders until the review is gone
 
 function headers(extra) {
   const h = Object.assign({}, extra || {});
@@ -33,6 +34,12 @@ function swap(html) {
   main.querySelectorAll("form[data-key] textarea").forEach((t) => {
     const before = typed[t.closest("form").dataset.key];
     if (before) t.value = before;
+  });
+  main.querySelectorAll("form[data-key]").forEach((form) => {
+    const note = answered[form.dataset.key];
+    if (!note) return;
+    form.querySelectorAll("button, textarea").forEach((b) => { b.disabled = true; });
+    form.querySelector(".form-status").textContent = note;
   });
   if (focused) {
     const again = document.getElementById(focused);
@@ -120,7 +127,11 @@ async function answer(form, approved) {
     return;
   }
   form.querySelector("textarea").value = "";
-  status.textContent = approved ? "Approved; the run continues." : "Rejected; the run continues.";
+  const verdict = approved ? "Approved" : "Rejected";
+  answered[form.dataset.key] = `${verdict}; the run continues.`;
+  status.textContent = answered[form.dataset.key];
+  document.getElementById("notice").textContent =
+    `${verdict}: step ${form.dataset.step} of run ${form.dataset.run}; the run continues.`;
   await refresh();
 }
 
