@@ -70,10 +70,10 @@ def render_plan_report(
         "report.html",
         title=title or f"veriloop plan run {report.run_id}",
         css=stylesheet(),
-        model=model,
-        endpoint=endpoint,
         **run_view(
             report,
+            model=model,
+            endpoint=endpoint,
             scripted=scripted,
             final_check=final_check,
             final_check_passed=final_check_passed,

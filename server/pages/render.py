@@ -284,6 +284,8 @@ def run_view(report: PlanRunReport, *, scripted: bool = False, **extra: Any) -> 
         "show_run": False,
         "final_check": None,
         "final_check_passed": None,
+        "model": report.model or None,
+        "endpoint": None,
         **extra,
     }
 

@@ -103,8 +103,6 @@ async def run_page(request: Request, tenant: PageTenant, run_id: str) -> HTMLRes
     detail = await request.app.state.plans.detail(tenant, run_id)
     view = run_view(
         detail,
-        model=detail.model,
-        endpoint=None,
         executing=detail.executing,
         error=detail.error,
         forms=True,

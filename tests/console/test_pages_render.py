@@ -86,3 +86,36 @@ def test_the_picture_places_steps_by_level_and_colours_them_by_status():
     assert nodes["review"].status == "pending" and len(pic.edges) == 1
     html = render("run.html", title="t", nav="runs", fragment=True, **run_view(report))
     assert 'class="node s-completed"' in html and 'class="node s-pending"' in html
+
+
+def test_usage_is_shown_per_purpose_and_model():
+    usage = {
+        "planning": {
+            "input_tokens": 300,
+            "output_tokens": 40,
+            "cost_usd": 0.25,
+            "calls": 2,
+            "by_model": {
+                "gpt-big": {"input_tokens": 200, "output_tokens": 30, "cost_usd": 0.2, "calls": 1},
+                "gpt-small": {
+                    "input_tokens": 100,
+                    "output_tokens": 10,
+                    "cost_usd": 0.05,
+                    "calls": 1,
+                },
+            },
+        }
+    }
+    report = PlanRunReport(run_id="r4", status="completed", usage=usage)
+    html = render("run.html", title="t", nav="runs", fragment=True, **run_view(report))
+    assert (
+        "<td>planning</td><td>gpt-big</td><td>1</td><td>200</td><td>30</td><td>$0.2000</td>" in html
+    )
+    assert (
+        "<td>planning</td><td>gpt-small</td><td>1</td><td>100</td><td>10</td><td>$0.0500</td>"
+        in html
+    )
+    scripted = render(
+        "run.html", title="t", nav="runs", fragment=True, **run_view(report, scripted=True)
+    )
+    assert "$0.2000" not in scripted and "$0.0000" in scripted
