@@ -14,12 +14,14 @@ import re
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from veriloop.schemas.api import PlanRunRequest
 from veriloop.server.pages.render import render, review_views, run_view
+from veriloop.server.plans import Offset
+from veriloop.server.service import ServiceError
 from veriloop.server.tenants import current_tenant, request_api_key, tenant_for
 
 CSP = (
@@ -41,7 +43,6 @@ PAGE_SIZE = 20
 _TARGET = re.compile(r"\((\d+)")
 """The element id an action names: click(169), type(12, "x")."""
 
-Offset = Annotated[int, Query(ge=0, le=1_000_000)]
 router = APIRouter(include_in_schema=False)
 
 
@@ -51,10 +52,31 @@ def mount(app: FastAPI) -> None:
     app.include_router(router)
     app.mount("/static", CspStatic(directory=static), name="console-static")
 
+    @app.exception_handler(PageError)
+    async def page_error(request: Request, exc: PageError) -> HTMLResponse:
+        error = exc.error
+        html = render(
+            "error.html",
+            title=f"{error.status_code}",
+            nav="",
+            fragment=request.headers.get(FRAGMENT_HEADER) == "main",
+            needs_key=False,
+            detail=error.detail,
+        )
+        return HTMLResponse(html, error.status_code, headers=PAGE_HEADERS)
+
     @app.exception_handler(KeyNeeded)
     async def ask_for_key(request: Request, exc: KeyNeeded) -> HTMLResponse:
         html = render("key.html", title="API key", nav="", fragment=False, needs_key=True)
         return HTMLResponse(html, headers=PAGE_HEADERS)
+
+
+class PageError(Exception):
+    """A page's answer was an error (an unknown run or task, another tenant's): shown as a page."""
+
+    def __init__(self, error: ServiceError) -> None:
+        super().__init__(error.detail)
+        self.error = error
 
 
 class KeyNeeded(Exception):
@@ -100,7 +122,10 @@ async def runs_page(request: Request, tenant: PageTenant, offset: Offset = 0) ->
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 async def run_page(request: Request, tenant: PageTenant, run_id: str) -> HTMLResponse:
     """One run: the picture, steps, attempts, checks, reviews; live while it executes."""
-    detail = await request.app.state.plans.detail(tenant, run_id)
+    try:
+        detail = await request.app.state.plans.detail(tenant, run_id)
+    except ServiceError as exc:
+        raise PageError(exc) from exc
     view = run_view(
         detail,
         executing=detail.executing,
@@ -151,6 +176,7 @@ async def tasks_page(request: Request, tenant: PageTenant, offset: Offset = 0) -
         "tasks",
         tasks=[e.summary() for e in entries],
         offset=offset,
+        limit=PAGE_SIZE,
         next_offset=offset + PAGE_SIZE if more else None,
     )
 
@@ -158,7 +184,10 @@ async def tasks_page(request: Request, tenant: PageTenant, offset: Offset = 0) -
 @router.get("/tasks/{task_id}", response_class=HTMLResponse)
 async def task_page(request: Request, tenant: PageTenant, task_id: str) -> HTMLResponse:
     """One browser task: each action, its target, observations, verdict and usage."""
-    detail = await request.app.state.service.task_detail(tenant, task_id)
+    try:
+        detail = await request.app.state.service.task_detail(tenant, task_id)
+    except ServiceError as exc:
+        raise PageError(exc) from exc
     verdicts = {v.step_index: v for v in detail.verifications}
     steps = [
         {

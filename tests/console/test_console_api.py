@@ -140,6 +140,9 @@ def test_pages_ask_for_a_key_and_carry_a_content_security_policy(console_server,
     # A client that sends its key gets the whole page at once; the main part alone on request.
     whole = a.get("/tasks")
     assert 'data-needs-key="false"' in whole.text and "Browser tasks" in whole.text
+    missing = a.get("/runs/nope")
+    assert missing.status_code == 404 and missing.headers["content-type"].startswith("text/html")
+    assert "unknown plan run nope" in missing.text and "content-security-policy" in missing.headers
     part = a.get("/tasks", headers={"X-Console": "main"})
     assert part.text.startswith("<h1>Browser tasks</h1>") and "<html" not in part.text
     assert part.headers["content-security-policy"] == whole.headers["content-security-policy"]

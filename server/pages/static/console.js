@@ -65,6 +65,10 @@ async function refresh() {
 }
 
 async function showError(response) {
+  if ((response.headers.get("Content-Type") || "").startsWith("text/html")) {
+    swap(await response.text());  // the server's own error page
+    return;
+  }
   const body = await response.json().catch(() => ({}));
   const note = document.createElement("p");
   note.className = "banner error";
