@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 from playwright.sync_api import Page
 
-IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+SCREENSHOTS_ENV = "VERILOOP_CONSOLE_SCREENSHOTS"
+"""Where the screenshots go (``docs/images`` refreshes the documentation's); unset: a temp folder."""
 
 
 def sign_in(page: Page, url: str, key: str = "key-a") -> None:
@@ -18,6 +21,8 @@ def sign_in(page: Page, url: str, key: str = "key-a") -> None:
 
 
 def screenshot(page: Page, name: str) -> None:
-    """A screenshot for docs/console.md (docs/images/console_<name>.png)."""
-    IMAGES.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(IMAGES / f"console_{name}.png"), full_page=True)
+    """``console_<name>.png`` for docs/console.md, in ``$VERILOOP_CONSOLE_SCREENSHOTS`` (a test
+    run leaves the checkout alone unless asked), else beside the test's temporary files."""
+    folder = Path(os.environ.get(SCREENSHOTS_ENV) or tempfile.gettempdir())
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"console_{name}.png"), full_page=True)
