@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from veriloop.schemas.base import WireModel
 from veriloop.schemas.observation import BeforeStateSummary, Observation
 from veriloop.schemas.plan import Plan
-from veriloop.schemas.plan_run import PlanRunReport, ReviewDecision, RunStatus
+from veriloop.schemas.plan_run import Critique, PlanRunReport, ReviewDecision, RunStatus
 from veriloop.schemas.records import ActionSource
 from veriloop.schemas.text import clean_strings
 from veriloop.schemas.usage import Usage
@@ -180,3 +180,53 @@ class PlanRunDetail(PlanRunReport):
         description="Why the last execution stopped early (model provider down, a crash inside a "
         "step); the run kept its progress: POST /api/plans/{runId}/resume continues it.",
     )
+
+
+# -- lists (GET /api/plans, GET /api/tasks) and manifest checks ------------------------------
+
+
+class PlanRunSummary(WireModel):
+    """One plan run in GET /api/plans."""
+
+    run_id: str
+    goal: str = ""
+    status: RunStatus
+    executing: bool = Field(default=False, description="A server process is running it now.")
+    steps_total: int = Field(description="Steps of the manifest (or with a result, without one).")
+    steps_done: int = Field(description="Steps with a finished status (completed, failed, ...).")
+    pending_reviews: int = Field(default=0, description="Reviews and approvals it waits for.")
+    cost_usd: float = 0.0
+    created_at: str = Field(description="When the run was started (ISO 8601, UTC).")
+    updated_at: str = Field(description="When its last execution started or ended (ISO 8601, UTC).")
+
+
+class Page(WireModel):
+    """Where a page of a list starts and how to ask for the next one."""
+
+    offset: int
+    limit: int
+    next_offset: int | None = Field(
+        default=None, description="The offset of the next page; absent on the last page."
+    )
+
+
+class PlanRunList(Page):
+    """GET /api/plans: the tenant's plan runs, newest first."""
+
+    items: list[PlanRunSummary]
+
+
+class TaskList(Page):
+    """GET /api/tasks: the tenant's browser tasks, most recently updated first."""
+
+    items: list[TaskSummary]
+
+
+class ManifestCheck(WireModel):
+    """POST /api/plans/validate: what the parser and the critic say before anything runs."""
+
+    runnable: bool = Field(description="No critical finding: POST /api/plans would run it.")
+    critique: Critique = Field(
+        description="Parse and structure problems (located, as critical findings) or the critic's review."
+    )
+    steps: list[str] = Field(default_factory=list, description="Step ids, when it parsed.")

@@ -29,14 +29,16 @@ from veriloop.schemas.api import (
     InteractRequest,
     InteractResponse,
     TaskDetail,
+    TaskList,
     TaskSummary,
 )
 from veriloop.schemas.text import parse_json_body
 from veriloop.server.index import TaskIndex
 from veriloop.server.langserve_routes import add_agent_routes
 from veriloop.server.locks import TaskBusy
+from veriloop.server.pages.routes import mount as mount_console
 from veriloop.server.persistence import DATABASE_UNAVAILABLE, open_persistence
-from veriloop.server.plans import PlanService
+from veriloop.server.plans import Limit, Offset, PlanService
 from veriloop.server.plans import router as plans_router
 from veriloop.server.service import InvalidField, ServiceError, TaskService
 from veriloop.server.settings import Settings
@@ -119,6 +121,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.router.route_class = PageBodyRoute
     _add_routes(app)
     app.include_router(plans_router)
+    mount_console(app)  # the web console at /
     _add_error_handlers(app, settings)
     add_agent_routes(app)
     # Refuse absurd bodies before parsing them; JSON escaping can inflate a DOM several times over.
@@ -183,6 +186,28 @@ def _add_routes(app: FastAPI) -> None:
     ) -> TaskSummary:
         """The session's most recent executing task, for a client that lost its taskId (404: start fresh)."""
         return await service(request).active_task(tenant, session_id, url)
+
+    @app.get(
+        "/api/tasks",
+        response_model=TaskList,
+        response_model_exclude_none=True,
+        responses=ERRORS,
+        tags=["tasks"],
+    )
+    async def list_tasks(
+        tenant: Tenant,
+        request: Request,
+        limit: Limit = 20,
+        offset: Offset = 0,
+    ) -> TaskList:
+        """The tenant's browser tasks, most recently updated first (goal, URL, status, steps)."""
+        entries, more = await service(request).index.page(tenant, limit=limit, offset=offset)
+        return TaskList(
+            items=[e.summary() for e in entries],
+            offset=offset,
+            limit=limit,
+            next_offset=offset + limit if more else None,
+        )
 
     @app.get(
         "/api/tasks/{task_id}",

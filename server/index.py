@@ -102,6 +102,12 @@ class TaskIndex:
             ops.append(PutOp(_answers(entry.tenant), key.store_key, answer))
         await self.store.abatch(ops)
 
+    async def page(self, tenant: str, *, limit: int, offset: int) -> tuple[list[TaskEntry], bool]:
+        """The tenant's tasks, most recently updated first, and whether more follow."""
+        items = await self.store.asearch(_tasks(tenant), limit=limit + 1, offset=offset)
+        entries = [TaskEntry.model_validate(i.value) for i in items]
+        return entries[:limit], len(entries) > limit
+
     async def active(self, tenant: str, session_id: str, url: str | None) -> TaskEntry | None:
         """The session's most recently updated executing task (on ``url``'s origin when given)."""
         items = await self.store.asearch(

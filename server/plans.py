@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Path, Request
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
 from pydantic import BaseModel
@@ -36,17 +36,21 @@ from veriloop.context import PlanContext
 from veriloop.engines.plan.manifest import ManifestError, load_manifest
 from veriloop.engines.plan.sandbox import bwrap_problem
 from veriloop.llm.base import LLMUnavailable
-from veriloop.plans import NoPendingReviewError, PlanRunner, UnknownRunError
+from veriloop.plans import NoPendingReviewError, PlanRunner, UnknownRunError, check_manifest
 from veriloop.schemas.api import (
     RUN_ID_PATTERN,
     ErrorBody,
+    ManifestCheck,
     PlanReviewRequest,
     PlanRunDetail,
+    PlanRunList,
     PlanRunRequest,
     PlanRunStarted,
+    PlanRunSummary,
 )
 from veriloop.schemas.manifest import AgentSpec, Manifest, ManifestStep, PlanShell
 from veriloop.schemas.plan_run import FINISHED_STATUSES, PlanRunReport, ReviewDecision
+from veriloop.schemas.usage import total_usage
 from veriloop.server.index import now
 from veriloop.server.locks import LocalLocks, PostgresLocks, TaskBusy
 from veriloop.server.service import InvalidField, ServiceError
@@ -63,6 +67,8 @@ POLL_S = 0.5
 
 Tenant = Annotated[str, Depends(current_tenant)]
 RunId = Annotated[str, Path(description="The plan run's id.", pattern=RUN_ID_PATTERN)]
+Limit = Annotated[int, Query(ge=1, le=100, description="Items per page.")]
+Offset = Annotated[int, Query(ge=0, le=1_000_000, description="Items to skip (nextOffset).")]
 
 
 # -- errors -----------------------------------------------------------------------------------
@@ -284,6 +290,36 @@ class PlanService:
         entry = await self._entry(tenant, run_id)
         return self._follow(entry)
 
+    async def list(self, tenant: str, *, limit: int = 20, offset: int = 0) -> PlanRunList:
+        """The tenant's runs, most recently started or ended first, each summed up from its report."""
+        items = await self.store.asearch(
+            NAMESPACE, filter={"tenant": tenant}, limit=limit + 1, offset=offset
+        )
+        entries = [PlanEntry.model_validate(item.value) for item in items]
+        summaries = [await self._summary(entry) for entry in entries[:limit]]
+        more = len(entries) > limit
+        return PlanRunList(
+            items=summaries,
+            offset=offset,
+            limit=limit,
+            next_offset=offset + limit if more else None,
+        )
+
+    async def reports(self, tenant: str, *, status: str, limit: int) -> list[PlanRunReport]:
+        """The reports of the tenant's runs whose last execution ended with ``status``."""
+        items = await self.store.asearch(
+            NAMESPACE, filter={"tenant": tenant, "status": status}, limit=limit
+        )
+        return [await self._report(PlanEntry.model_validate(i.value)) for i in items]
+
+    async def check(self, body: PlanRunRequest) -> ManifestCheck:
+        """What the parser and the static critic say of a manifest, before anything runs (in a
+        thread: a large manifest's parse must not hold up the event loop)."""
+        request = self._run_request(body)
+        if "manifest" not in request:
+            raise InvalidField("manifest", "give the manifest to check")
+        return await asyncio.to_thread(check_manifest, request["manifest"], self.runner.context)
+
     # -- running --------------------------------------------------------------------------
 
     async def _launch(
@@ -452,6 +488,23 @@ class PlanService:
             end["error"] = latest.error
         yield end
 
+    async def _summary(self, entry: PlanEntry) -> PlanRunSummary:
+        report = await self._report(entry)
+        steps = report.manifest.steps if report.manifest else report.steps
+        done = sum(1 for r in report.steps.values() if r.status in FINISHED_STATUSES)
+        return PlanRunSummary(
+            run_id=entry.run_id,
+            goal=report.goal or entry.goal,
+            status=report.status,
+            executing=await self.executing(entry.run_id),
+            steps_total=len(steps),
+            steps_done=done,
+            pending_reviews=len(report.pending_reviews),
+            cost_usd=total_usage(report.usage).cost_usd,
+            created_at=entry.created_at,
+            updated_at=entry.updated_at,
+        )
+
     async def _report(self, entry: PlanEntry) -> PlanRunReport:
         try:
             return await self.runner.areport(entry.run_id)
@@ -584,6 +637,32 @@ router = APIRouter(prefix="/api/plans", tags=["plans"])
 def plan_service(request: Request) -> PlanService:
     """The app's PlanService (set up in the lifespan)."""
     return request.app.state.plans
+
+
+@router.get("", response_model=PlanRunList, response_model_exclude_none=True, responses=ERRORS)
+async def list_plan_runs(
+    tenant: Tenant, request: Request, limit: Limit = 20, offset: Offset = 0
+) -> PlanRunList:
+    """The tenant's plan runs, most recently started or ended first: status, goal, steps done of
+    total, pending reviews, cost. Page with `offset` = the answer's `nextOffset`."""
+    return await plan_service(request).list(tenant, limit=limit, offset=offset)
+
+
+@router.post(
+    "/validate",
+    response_model=ManifestCheck,
+    response_model_exclude_none=True,
+    responses={
+        **ERRORS,
+        413: {"model": ErrorBody, "description": "The manifest (or body) is over the size limit."},
+    },
+)
+async def validate_manifest(
+    body: Annotated[PlanRunRequest, Body()], tenant: Tenant, request: Request
+) -> ManifestCheck:
+    """Parse a manifest and run the static critic, without starting anything: every parse error
+    and finding, located (`steps[1] (id 'b'): ...`), and whether POST /api/plans would run it."""
+    return await plan_service(request).check(body)
 
 
 @router.post(

@@ -30,9 +30,13 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from veriloop.context import PlanContext
-from veriloop.engines.plan.manifest import looks_like_manifest
+from veriloop.engines.plan.critic import static_review
+from veriloop.engines.plan.manifest import ManifestError, load_manifest, looks_like_manifest
+from veriloop.engines.plan.planning import rejection_critique
 from veriloop.graph.plan import build_plan_graph
 from veriloop.graph.plan_io import state_to_report
+from veriloop.nodes.plan.support import tool_registry
+from veriloop.schemas.api import ManifestCheck
 from veriloop.schemas.manifest import Manifest
 from veriloop.schemas.plan_run import PendingReview, PlanRunReport, ReviewDecision
 
@@ -240,6 +244,22 @@ def _manifest_input(manifest: str | Path | Mapping[str, Any] | Manifest) -> dict
     if isinstance(manifest, Mapping):
         return {"manifest": dict(manifest)}
     return {"manifest": manifest}
+
+
+def check_manifest(manifest: str | Mapping[str, Any], context: PlanContext) -> ManifestCheck:
+    """What the plan node's parser and the static critic say of a user's manifest, without
+    running it: parse problems (located) as critical findings, or the critic's review."""
+    tools = sorted(tool_registry(context))
+    try:
+        parsed = load_manifest(manifest, origin="user", tools=tools, max_depth=context.max_depth)
+    except ManifestError as exc:
+        return ManifestCheck(runnable=False, critique=rejection_critique(exc.problems))
+    critique = static_review(parsed, tools=tools, max_depth=context.max_depth)
+    return ManifestCheck(
+        runnable=not critique.has_critical,
+        critique=critique,
+        steps=[step.id for step in parsed.steps],
+    )
 
 
 def pending_reviews(snapshot: Any) -> list[PendingReview]:

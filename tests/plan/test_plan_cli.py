@@ -48,7 +48,7 @@ def test_hello_shell_example_completes_and_writes_the_report(cli, tmp_path: Path
     assert all(step.status == "completed" for step in report.steps.values())
     html = (tmp_path / "out" / "report.html").read_text()
     for step_id in report.steps:
-        assert f"id='step-{step_id}'" in html
+        assert f'id="step-{step_id}"' in html
     assert "No model was called" in html
     # run metadata: the run's wall time in the summary line and the page, a time column per step
     assert re.search(r"completed: 4 steps, .*, \d+\.\d s", result.output), result.output

@@ -84,7 +84,7 @@ def test_demo_fixes_one_step_and_replaces_the_one_that_lied(tmp_path: Path) -> N
     assert saved.superseded[0].step_id == "undo_history"
     html = (tmp_path / "report" / "report.html").read_text()
     assert "Scripted model" in html and "cost $0" in html
-    assert "Not allowed to complete" in html and "id='superseded-undo_history'" in html
+    assert "Not allowed to complete" in html and 'id="superseded-undo_history"' in html
     assert "Attempt 2" in html
 
     # the kept workspace passes its whole suite on its own

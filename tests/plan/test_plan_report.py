@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from veriloop.runners.plan.report import dependency_levels, write_plan_report
+from veriloop.runners.plan.report import write_plan_report
 from veriloop.schemas.manifest import Manifest, ManifestStep
 from veriloop.schemas.plan_run import (
     AttemptReport,
@@ -16,6 +16,7 @@ from veriloop.schemas.plan_run import (
     ReplanRecord,
     StepResult,
 )
+from veriloop.server.pages.render import dependency_levels
 
 SCRIPT = "<script>alert('x')</script>"
 

@@ -1,0 +1,202 @@
+"""How soon the console's run page shows a step's new status, and how heavy the page is.
+
+A real ``veriloop serve`` (SQLite, its own process) runs a chain of python steps that each wait
+``--wait`` seconds; headless Chromium has the run page open while it executes. Side by side in
+one run: a client subscribed to the run's event stream stamps each ``step_finished`` event as it
+arrives (the status change), the page stamps the moment its DOM first shows that step as
+completed (a MutationObserver), and a plain ``GET /api/plans/{id}`` is timed as the floor of
+any page update. The page's weight is what the browser loaded for the finished run's page: the
+HTML, the stylesheet and the script (no other requests are made).
+
+    python -m benchmarks.console_latency            # 20 steps
+    python -m benchmarks.console_latency --quick    # 3 steps (the test suite's smoke run)
+
+Last line: ``RESULT median_ms=<event -> page> api_ms=<GET report> ratio=<median/api>
+page_kb=<html+css+js> html_kb=<run page HTML> steps=<n>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Annotated
+
+import httpx
+import typer
+from playwright.sync_api import sync_playwright
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+WARMUP_S = 3.0
+"""The first step's wait: the page is open and following before the measured steps run."""
+QUICK_WARMUP_S = 1.5
+
+OBSERVER = """
+window.__seen = {};
+new MutationObserver(() => {
+  for (const step of document.querySelectorAll("article[data-step]")) {
+    if (step.dataset.status === "completed" && !(step.dataset.step in window.__seen)) {
+      window.__seen[step.dataset.step] = Date.now();
+    }
+  }
+}).observe(document.getElementById("main"), {subtree: true, childList: true, attributes: true});
+"""
+
+
+async def pause(input=None, depends=None):
+    """A python step that waits ``input["wait"]`` seconds."""
+    await asyncio.sleep(float(input["wait"]))
+    return {"waited": input["wait"]}
+
+
+TOOLS = {"pause": pause}
+
+
+def chain(steps: int, wait: float, warmup: float) -> dict:
+    items = [{"id": "warmup", "function": "pause", "input": {"wait": warmup}}]
+    for i in range(steps):
+        items.append(
+            {
+                "id": f"s{i}",
+                "function": "pause",
+                "input": {"wait": wait},
+                "depends_on": [items[-1]["id"]],
+            }
+        )
+    return {"goal": "console latency benchmark", "steps": items}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(root: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "VERILOOP_"))}
+    env.update(
+        VERILOOP_TOOLS="benchmarks.console_latency:TOOLS",
+        VERILOOP_WORKSPACE=str(root),
+        LANGSMITH_TRACING="false",
+    )
+    code = (
+        "from veriloop.server.main import serve; "
+        f"serve('127.0.0.1', {port}, 1, 'sqlite:///{root / 'bench.sqlite'}')"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return process, url
+        except httpx.TransportError:
+            time.sleep(0.1)
+    process.kill()
+    raise SystemExit("the service did not start")
+
+
+def stamp_events(url: str, run_id: str, stamps: dict[str, float]) -> None:
+    """Record when each step_finished event reaches a client (ms since the epoch)."""
+    with httpx.stream("GET", f"{url}/api/plans/{run_id}/events", timeout=None) as response:
+        for line in response.iter_lines():
+            if line.startswith("data:"):
+                event = json.loads(line.removeprefix("data:"))
+                if event["event"] == "step_finished":
+                    stamps.setdefault(event["stepId"], time.time() * 1000)
+
+
+def main(
+    steps: Annotated[int, typer.Option(help="Measured steps (one status change each).")] = 20,
+    wait: Annotated[float, typer.Option(help="Seconds each step waits.")] = 0.5,
+    quick: Annotated[bool, typer.Option(help="3 steps: a smoke run.")] = False,
+) -> None:
+    warmup = WARMUP_S
+    if quick:
+        steps, wait, warmup = 3, 0.2, QUICK_WARMUP_S
+    with tempfile.TemporaryDirectory() as tmp:
+        process, url = start_server(Path(tmp))
+        try:
+            result = measure(url, steps, wait, warmup)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    for name, value in result.items():
+        print(f"{name}: {value}")
+    print(
+        f"RESULT median_ms={result['median_ms']:.0f} api_ms={result['api_ms']:.1f} "
+        f"ratio={result['median_ms'] / result['api_ms']:.1f} page_kb={result['page_kb']:.1f} "
+        f"html_kb={result['html_kb']:.1f} steps={steps}"
+    )
+
+
+def measure(url: str, steps: int, wait: float, warmup: float) -> dict[str, float]:
+    """Latencies (ms) and the run page's weight (KiB)."""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        page = browser.new_page()
+        run_id = httpx.post(
+            f"{url}/api/plans", json={"manifest": chain(steps, wait, warmup)}
+        ).json()["runId"]
+        stamps: dict[str, float] = {}
+        follower = threading.Thread(target=stamp_events, args=(url, run_id, stamps), daemon=True)
+        follower.start()
+        page.goto(f"{url}/runs/{run_id}")
+        page.evaluate(OBSERVER)
+        last = f"s{steps - 1}"
+        page.wait_for_selector(
+            f"article[data-step='{last}'][data-status='completed']",
+            timeout=(warmup + steps * wait + 30) * 1000,
+        )
+        seen = page.evaluate("window.__seen")
+        follower.join(timeout=10)
+        latencies = [seen[s] - stamps[s] for s in (f"s{i}" for i in range(steps))]
+        api = []
+        for _ in range(20):
+            started = time.perf_counter()
+            httpx.get(f"{url}/api/plans/{run_id}").raise_for_status()
+            api.append((time.perf_counter() - started) * 1000)
+        # What a browser loads for the finished run's page (every request it makes).
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        page.reload()
+        page.wait_for_load_state("networkidle")
+        browser.close()
+    sizes = {u: len(httpx.get(u).content) for u in dict.fromkeys(requests)}
+    return {
+        "median_ms": statistics.median(latencies),
+        "max_ms": max(latencies),
+        "api_ms": statistics.median(api),
+        "page_kb": sum(sizes.values()) / 1024,
+        "html_kb": sizes[f"{url}/runs/{run_id}"] / 1024,
+        "requests": len(sizes),
+    }
+
+
+if __name__ == "__main__":
+    typer.run(main)
