@@ -34,6 +34,7 @@ MAX_DEPTH = 4
 """Nesting (``bash -c`` inside a Makefile recipe...) beyond which nothing more is resolved."""
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _PYTHON_VALUE_OPTIONS = frozenset({"-W", "-X", "-Q"})
+_NOWHERE = Path("/nonexistent/veriloop-critic")
 
 
 @dataclass
@@ -50,6 +51,15 @@ def executed_files(command: str, workspace: Path) -> Resolution:
     _resolve(command, Path(workspace).resolve(), Path(workspace).resolve(), found, 0)
     found.files = sorted(dict.fromkeys(found.files))
     return found
+
+
+def unresolvable(command: str) -> list[str]:
+    """Why ``command`` cannot be resolved, whatever the workspace holds (substitutions, ``eval``,
+    a program from a variable, a string that does not parse); empty when it can be."""
+    found = Resolution()
+    # An empty root: only what the text itself hides is reported, never a missing file.
+    _resolve(command, _NOWHERE, _NOWHERE, found, 0)
+    return list(dict.fromkeys(found.unresolved))
 
 
 def _resolve(command: str, root: Path, cwd: Path, found: Resolution, depth: int) -> None:
@@ -245,4 +255,4 @@ def _short(command: str) -> str:
     return command if len(command) <= 80 else command[:77] + "..."
 
 
-__all__ = ["Resolution", "executed_files"]
+__all__ = ["Resolution", "executed_files", "unresolvable"]

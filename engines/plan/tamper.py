@@ -247,7 +247,7 @@ class _Scanner(ast.NodeVisitor):
             and name.split(".")[-1] in ("setattr", "setitem", "delattr")
         ):
             self.add("patched_module", node, f"{name} in conftest.py")
-        elif name.split(".")[-1] in ("skip", "xfail") and name.split(".")[0] == "pytest":
+        elif name in ("pytest.skip", "pytest.xfail"):
             function = self._enclosing_test
             if function:
                 self.add("skip_marker", node, f"{function} calls {name}")
