@@ -11,7 +11,10 @@ runs:
   lines run (resolved recursively);
 - ``./script`` or ``path/to/script`` (an executable or interpreter script) and any other interpreter
   (``node x.js``, ``perl x.pl``): the workspace files named;
-- wrappers (``env``, ``timeout N``, ``nice``, ``exec``, ``command``, ``time``) are looked through.
+- wrappers (``env``, ``timeout N``, ``nice``, ``exec``, ``command``, ``time``) are looked through;
+- a Python check file outside the workspace root brings the modules it imports from its own folder
+  (``checks/verify.py`` importing ``checks/helpers.py``), transitively: they are the judge's code.
+  Imports from the root are the code under test, which the step is there to change.
 
 What cannot be resolved (an unparseable string, ``$(...)``/backticks/``eval``, a program taken from a
 variable) is listed in ``unresolved``: the critic reports it for model-written plans.
@@ -19,6 +22,7 @@ variable) is listed in ``unresolved``: the critic reports it for model-written p
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -224,7 +228,34 @@ def _add(root: Path, cwd: Path, names: list[str], found: Resolution) -> None:
             continue
         path = _inside(root, cwd / name)
         if path is not None and path.is_file():
-            found.files.append(path.relative_to(root).as_posix())
+            rel = path.relative_to(root).as_posix()
+            if rel not in found.files:
+                found.files.append(rel)
+                if path.suffix == ".py" and path.parent != root:
+                    _add(root, path.parent, _sibling_imports(path), found)
+
+
+def _sibling_imports(path: Path) -> list[str]:
+    """Files of ``path``'s folder that it imports (``import helpers``, ``from . import x``)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except (SyntaxError, ValueError, OSError, RecursionError):
+        return []
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 1 and not node.module:
+                names += [alias.name for alias in node.names]
+            elif node.module and node.level <= 1:
+                names.append(node.module.split(".")[0])
+    found = []
+    for name in dict.fromkeys(names):
+        for candidate in (f"{name}.py", f"{name}/__init__.py"):
+            if (path.parent / candidate).is_file():
+                found.append(candidate)
+    return found
 
 
 def _inside(root: Path, path: Path) -> Path | None:

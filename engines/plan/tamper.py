@@ -258,6 +258,13 @@ class _Scanner(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign) -> None:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for target in targets:
+            if (
+                isinstance(target, ast.Name)
+                and target.id in ("__eq__", "__ne__")
+                and isinstance(node.value, ast.Lambda)
+                and isinstance(node.value.body, ast.Constant)
+            ):
+                self.add("constant_eq", node, f"{target.id} always returns a constant")
             elements = target.elts if isinstance(target, ast.Tuple | ast.List) else [target]
             for element in elements:
                 if isinstance(element, ast.Attribute) and self._is_patched_module(element.value):
