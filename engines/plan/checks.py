@@ -547,6 +547,17 @@ async def _judge_own_tests(
         return
     if problems or not own:
         return  # a failing run needs no proof that it could fail
+    # Tests that existed before the step still hold in their pre-step form: a test writer may
+    # add assertions, not weaken the ones that judged the code before it.
+    edited = [rel for rel, state in diff.items() if state != "added" and _is_test_file(rel)]
+    broken = await _run_pre_step_tests(edited, workspace, baseline, timeout_s)
+    details["pre_step_tests_failing"] = broken
+    if broken:
+        problems.append(
+            "the pre-step version of tests the step changed fails on its code: "
+            + ", ".join(broken[:5])
+        )
+        return
     if not any(state != "deleted" and not _is_test_file(rel) for rel, state in diff.items()):
         details["fail_to_pass"] = "not applicable: the step changed only tests"
         return
@@ -582,6 +593,38 @@ async def _run_on_pre_step_code(
         command = "pytest " + " ".join(shlex.quote(rel) for rel in own)
         run = await run_tests(command, scratch, timeout_s=timeout_s)
         return dict(run.outcomes or {})
+    finally:
+        await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)
+
+
+async def _run_pre_step_tests(
+    edited: list[str], workspace: Path, baseline: Mapping[str, Any], timeout_s: float
+) -> list[str]:
+    """Tests (node ids) of the pre-step copies of the ``edited`` test files that do not pass on the
+    post-step code (a copy of the workspace with those files put back as they were)."""
+    tree: dict[str, str] = dict(baseline.get("tree") or {})
+    before = {rel: tree[rel] for rel in edited if rel in tree}
+    tests = [rel for rel in before if rel.endswith(".py") and _is_test_module(rel)]
+    if not tests:
+        return []
+    scratch = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="veriloop-post-step-"))
+    try:
+        now = {
+            rel: path
+            for path in workspace_files(workspace)
+            if (rel := path.relative_to(workspace).as_posix()) not in before
+        }
+        await asyncio.to_thread(materialize, before, scratch, now)
+        command = "pytest " + " ".join(shlex.quote(rel) for rel in tests)
+        run = await run_tests(command, scratch, timeout_s=timeout_s)
+        broken = sorted(
+            nodeid
+            for nodeid, outcome in (run.outcomes or {}).items()
+            if outcome not in ("passed", "skipped")
+        )
+        if not broken and not run.ok:
+            broken = [f"{', '.join(tests)} (the run failed, exit status {run.exit_code})"]
+        return broken
     finally:
         await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)
 
@@ -810,6 +853,12 @@ def _check_files(step: ManifestStep, workspace: Path, command: str | None) -> di
         if check.kind == "command":
             wanted.update(executed_files(check.command or "", workspace).files)
     return {rel: sha256_file(workspace / rel) for rel in sorted(wanted)}
+
+
+def _is_test_module(rel: str) -> bool:
+    """A module pytest collects by default (``test_*.py``, ``*_test.py``)."""
+    name = Path(rel).name
+    return name.startswith("test_") or name.endswith("_test.py")
 
 
 def _is_test_file(rel: str) -> bool:

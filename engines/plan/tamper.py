@@ -240,7 +240,8 @@ class _Scanner(ast.NodeVisitor):
             self.add("hard_exit", node, f"{name}() in library code")
         elif name in ("setattr", "builtins.setattr") and node.args:
             if self._is_patched_module(node.args[0]):
-                self.add("patched_module", node, f"setattr on {self.resolve(node.args[0])}")
+                target = self.resolve(node.args[0]) or ast.unparse(node.args[0])
+                self.add("patched_module", node, f"setattr on {target}")
         elif (
             self.is_conftest
             and name.startswith("monkeypatch.")
@@ -280,7 +281,14 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _is_patched_module(self, node: ast.AST) -> bool:
-        """``node`` names an imported module of :data:`PATCHED_MODULES` (or something in one)."""
+        """``node`` names an imported module of :data:`PATCHED_MODULES` (or something in one),
+        directly or as ``sys.modules["time"]``."""
+        if (
+            isinstance(node, ast.Subscript)
+            and self.resolve(node.value) == "sys.modules"
+            and isinstance(node.slice, ast.Constant)
+        ):
+            return str(node.slice.value).split(".")[0] in PATCHED_MODULES
         head = _dotted(node).split(".")[0]
         return head in self.aliases and self.resolve(node).split(".")[0] in PATCHED_MODULES
 

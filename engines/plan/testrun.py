@@ -444,6 +444,8 @@ def _apply_reports(run: TestRun, reports: _Reports) -> None:
     if reports.exitstatus is None:
         if run.structured:
             evidence.append("a JUnit XML exists, but the test session never reported its end")
+        elif run.exit_code == 0 and not run.timed_out:
+            evidence.append("the test session never reported its end, yet the process exited 0")
     elif not run.timed_out and run.exit_code != reports.exitstatus:
         evidence.append(
             f"pytest ended its session with status {reports.exitstatus}, "
