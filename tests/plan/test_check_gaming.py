@@ -258,6 +258,19 @@ async def test_a_step_that_only_writes_tests_needs_no_fail_to_pass(tmp_path: Pat
     assert tests.passed and tests.details["fail_to_pass"].startswith("not applicable")
 
 
+@pytest.mark.anyio
+async def test_a_test_writer_cannot_weaken_the_tests_that_judged_the_code(tmp_path: Path) -> None:
+    write(tmp_path, "calc.py", STUB)
+    write(tmp_path, "tests/test_calc.py", TESTS)
+    the_step = step(writes_tests=True, test_command="pytest tests/test_calc.py")
+    baseline = baseline_of(the_step, tmp_path)
+    write(tmp_path, "calc.py", "def add(a, b):\n    return 0\n")
+    write(tmp_path, "tests/test_calc.py", TESTS.replace("== 5", "is not None"))
+    tests = (await check(the_step, tmp_path, baseline))["tests"]
+    assert not tests.passed and "pre-step version of tests" in tests.diagnosis
+    assert tests.details["pre_step_tests_failing"] == ["tests/test_calc.py::test_add"]
+
+
 # --- the report leaves the test process as it happens ------------------------------------------------
 
 
@@ -271,6 +284,15 @@ async def test_an_exit_handler_that_forges_the_junit_report_is_caught(tmp_path: 
     assert (run.passed, run.failed) == (0, 1)  # ...not on the per-test reports
     assert any("exited with status 0" in line for line in run.tampered)
     assert any("JUnit XML says 1 passed" in line for line in run.tampered)
+
+
+@pytest.mark.anyio
+async def test_exiting_0_before_the_session_ends_is_tampering(tmp_path: Path) -> None:
+    write(tmp_path, "calc.py", "import os\n\ndef add(a, b):\n    os._exit(0)\n")
+    write(tmp_path, "tests/test_calc.py", TESTS)
+    run = await run_tests("pytest tests/test_calc.py", tmp_path, timeout_s=60)
+    assert run.exit_code == 0 and run.passed == 0
+    assert run.tampered == ["the test session never reported its end, yet the process exited 0"]
 
 
 @pytest.mark.anyio
@@ -334,6 +356,11 @@ TRICKS = {
         None,
         "class R:\n    __eq__ = lambda self, other: True\n",
     ),
+    "patched_module_via_sys_modules": (
+        "lib.py",
+        None,
+        "import sys\nsetattr(sys.modules['builtins'], 'all', lambda items: True)\n",
+    ),
     "skip_marker": (
         "tests/test_calc.py",
         "def test_add():\n    assert add(1, 2) == 3\n",
@@ -372,7 +399,9 @@ HONEST = {
 @pytest.mark.parametrize("rule", sorted(TRICKS))
 def test_the_tamper_scan_flags_each_trick(rule: str) -> None:
     path, before, after = TRICKS[rule]
-    assert [f.rule for f in scan_file(path, before, after)] == [rule.removesuffix("_lambda")]
+    assert [f.rule for f in scan_file(path, before, after)] == [
+        rule.split("_via")[0].removesuffix("_lambda")
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(HONEST))
