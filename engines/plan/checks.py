@@ -16,15 +16,18 @@ notes                the notes do not start with ``[FAIL]`` (any letter case, af
 pending_tool_calls   no tool call is still pending                                        llm steps
 command[i]           the i-th command check exits 0 within its timeout                    each one
 tests                the test command (``step.test_command``, else the one found by        see below
-                     convention) exits 0, ran at least one test, none failed or errored,
-                     not all were skipped, and it did not collect fewer tests than the
-                     previous attempt
-integrity            no test file (``tests/**``, ``test_*.py``, ``*_test.py``, ``conftest.py``, a baseline
-                     ``pytest.ini``, files a check command names, the Makefile of a make  was taken
-                     test target), no pytest section of pyproject.toml / setup.cfg /
-                     tox.ini, and no check definition changed or was deleted, and no
-                     ``conftest.py``/``pytest.ini`` was added since the baseline;
-                     ``writes_tests`` allows the test changes (not the check definitions)
+                     convention before the step ran) exits 0, ran at least one test, none
+                     failed or errored, not all were skipped, it did not collect fewer
+                     tests than the previous attempt, and its per-test reports agree with
+                     its JUnit XML; tests the step wrote judge only under ``writes_tests``
+                     and only when one fails on the pre-step code (FAIL_TO_PASS), and the
+                     pre-step copies of tests it changed still pass
+integrity            no test file (``tests/**``, ``test_*.py``, ``*_test.py``, ``conftest.py``, tests, test
+                     ``pytest.ini``) or pytest section of pyproject.toml / setup.cfg /    config,
+                     tox.ini changed, was deleted or added (``writes_tests`` allows it);  command
+                     no file a command check executes changed or was written by the step; checks or
+                     the test report was not tampered with; no tamper-scan finding in the changed
+                     step's diff (critical steps; others list them for the review)        .py files
 review               an LLM review of the output passes with confidence >= 0.70            review=True
 ==================== ==================================================================== ===========
 
@@ -32,6 +35,12 @@ review               an LLM review of the output passes with confidence >= 0.70 
 (``details["check_index"]`` is the position in ``step.checks``). Tests apply by
 ``requires_testing``: False never; True always (no test command found fails "no tests found");
 None only when a test command is declared or found.
+
+The pre-step state is :func:`take_baseline`'s: the workspace's tree, whose pre-step copies sit in
+the snapshot store (:mod:`~veriloop.engines.plan.snapshot`) out of the step's reach, and the
+fingerprints of test files and of what each command check executes
+(:mod:`~veriloop.engines.plan.executed`). The step's check definitions are graph state the step
+cannot reach, so nothing fingerprints them.
 
 A check that cannot run (a predicate error, an invalid schema, a command that cannot start, an
 unusable review answer) is a failed result with ``errored=True``: an error never passes a step,
