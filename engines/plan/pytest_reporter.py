@@ -59,7 +59,7 @@ class Reporter:
         return cls(fd)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        self._send({"event": "start"})
+        self._send({"event": "start", "rootdir": str(session.config.rootpath)})
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:

@@ -262,7 +262,7 @@ async def run_tests(command: str, workspace: Path, *, timeout_s: float) -> TestR
         )
         await asyncio.to_thread(_read_junit_if_written, junit, result)
         if channel is not None:
-            _apply_reports(result, channel.finish())
+            _apply_reports(result, channel.finish(), Path(workspace))
         return result
     finally:
         if channel is not None:
@@ -337,6 +337,8 @@ class _Reports:
     """What the reporter sent: per-test phase outcomes, collection errors, the exit status."""
 
     started: bool = False
+    rootdir: str | None = None
+    """pytest's rootdir: node ids are relative to it."""
     exitstatus: int | None = None
     phases: dict[str, dict[str, str]] = field(default_factory=dict)
     collect_errors: list[str] = field(default_factory=list)
@@ -359,6 +361,7 @@ class _Reports:
                 if reports.started:
                     reports.problems.append("the test session reported its start twice")
                 reports.started = True
+                reports.rootdir = str(record.get("rootdir") or "") or None
             elif event == "finish" and isinstance(record.get("exitstatus"), int):
                 if reports.exitstatus is not None:
                     reports.problems.append("the test session reported its end twice")
@@ -421,9 +424,10 @@ class _Reports:
         return {"failed": failed, "errors": errors + len(self.collect_errors)}
 
 
-def _apply_reports(run: TestRun, reports: _Reports) -> None:
+def _apply_reports(run: TestRun, reports: _Reports, cwd: Path) -> None:
     """Counts from the reporter; every disagreement with the XML, summary or exit status is
-    evidence of tampering."""
+    evidence of tampering. Outcomes are keyed by node ids relative to ``cwd`` (pytest's are
+    relative to its rootdir, which an ini file elsewhere moves)."""
     evidence = list(reports.problems)
     if not reports.started:
         if run.structured:
@@ -463,11 +467,26 @@ def _apply_reports(run: TestRun, reports: _Reports) -> None:
                 f"pytest's summary line shows {shown['failed']} failed and {shown['errors']} errors; "
                 f"the tests reported {expected['failed']} failed and {expected['errors']} errors"
             )
-    run.outcomes = outcomes
+    run.outcomes = {_from_cwd(nodeid, reports.rootdir, cwd): o for nodeid, o in outcomes.items()}
     run.collected = sum(seen)
     run.passed, run.failed, run.errors, run.skipped = seen
     run.structured = True
     run.tampered = evidence
+
+
+def _from_cwd(nodeid: str, rootdir: str | None, cwd: Path) -> str:
+    """``nodeid`` with its file relative to ``cwd`` instead of pytest's rootdir (unchanged when
+    either is unknown or the file lies outside ``cwd``)."""
+    if not rootdir:
+        return nodeid
+    path, sep, rest = nodeid.partition("::")
+    try:
+        rel = Path(os.path.relpath(Path(rootdir, path).resolve(), cwd.resolve()))
+    except (OSError, ValueError):
+        return nodeid
+    if rel.parts[:1] == ("..",):
+        return nodeid
+    return f"{rel.as_posix()}{sep}{rest}"
 
 
 def _summary_line(output: str) -> dict[str, int] | None:

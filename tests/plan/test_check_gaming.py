@@ -277,6 +277,17 @@ async def test_an_exit_handler_that_forges_the_junit_report_is_caught(tmp_path: 
 
 
 @pytest.mark.anyio
+async def test_outcomes_are_keyed_by_workspace_paths_wherever_pytest_puts_its_rootdir(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path, "calc.py", GOOD)
+    write(tmp_path, "tests/test_calc.py", TESTS)
+    write(tmp_path, "tests/pytest.ini", "[pytest]\n")  # pytest's rootdir becomes tests/
+    run = await run_tests("pytest tests/test_calc.py", tmp_path, timeout_s=60)
+    assert run.outcomes == {"tests/test_calc.py::test_add": "passed"}
+
+
+@pytest.mark.anyio
 async def test_exiting_0_before_the_session_ends_is_tampering(tmp_path: Path) -> None:
     write(tmp_path, "calc.py", "import os\n\ndef add(a, b):\n    os._exit(0)\n")
     write(tmp_path, "tests/test_calc.py", TESTS)
