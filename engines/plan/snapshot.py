@@ -59,11 +59,11 @@ def take_snapshot(workspace: Path, store: Path = STORE) -> tuple[dict[str, str],
         if len(tree) >= MAX_FILES:
             return tree, True
         size = path.stat().st_size
+        digest = sha256_file(path)
         if size <= MAX_FILE_BYTES and total + size <= MAX_TOTAL_BYTES:
             total += size
-            digest = _store(path, store)
-        else:
-            digest = sha256_file(path)
+            if not (store / digest[:2] / digest).is_file():  # stored once, for every step and run
+                digest = _store(path, store)
         tree[path.relative_to(workspace).as_posix()] = digest
     return tree, False
 
