@@ -12,6 +12,7 @@ import pytest
 from veriloop.engines.plan.checks import run_checks, take_baseline
 from veriloop.engines.plan.critic import static_review
 from veriloop.engines.plan.executed import executed_files, unresolvable
+from veriloop.engines.plan.snapshot import SnapshotMissing, read_blob, take_snapshot
 from veriloop.engines.plan.tamper import scan_file
 from veriloop.engines.plan.testrun import discover_test_command, run_tests
 from veriloop.llm.base import Structured
@@ -456,3 +457,23 @@ async def test_integrity_is_not_a_free_pass_for_a_step_with_nothing_to_protect(
     assert "integrity" not in await check(the_step, tmp_path, baseline)
     write(tmp_path, "calc.py", GOOD)  # once it changes code, there is something to lose
     assert "integrity" in await check(the_step, tmp_path, baseline)
+
+
+# --- the snapshot ---------------------------------------------------------------------------------------
+
+
+def test_pre_step_copies_are_shared_and_an_altered_copy_never_reads_as_the_original(
+    tmp_path: Path,
+) -> None:
+    store, workspace = tmp_path / "store", tmp_path / "ws"
+    write(workspace, "calc.py", GOOD)
+    write(workspace, "copy.py", GOOD)
+    write(workspace, ".venv/lib/x.py", "ignored")
+    tree, truncated = take_snapshot(workspace, store)
+    assert not truncated and sorted(tree) == ["calc.py", "copy.py"]
+    blobs = [p for p in store.rglob("*") if p.is_file()]
+    assert len(blobs) == 1  # identical content is stored once
+    assert read_blob(tree["calc.py"], store) == GOOD.encode()
+    blobs[0].write_text(BUGGY)  # someone outside the step's workspace rewrote the pre-step copy
+    with pytest.raises(SnapshotMissing, match="altered"):
+        read_blob(tree["calc.py"], store)
