@@ -17,6 +17,8 @@ patched_module         an assignment to an attribute of ``time``, ``random``, ``
 constant_eq            an ``__eq__``/``__ne__`` whose every ``return`` is a constant
 skip_marker            a skip/skipif/xfail marker or a ``pytest.skip``/``xfail`` call added to a
                        test that existed before the step
+runtime_skip           ``pytest.skip``/``xfail``/``exit`` called from library code (the tests that
+                       call it are skipped at run time)
 test_hook              a ``pytest_*`` hook (``pytest_collection_modifyitems``,
                        ``pytest_runtest_makereport``...) added to a conftest.py or plugin
 empty_assertion        a test function whose assertions are all constants (``assert True``) or
@@ -128,10 +130,6 @@ def _is_main_guard(node: ast.If) -> bool:
         and _dotted(test.left) == "__name__"
         and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
     )
-
-
-def _is_constant(node: ast.AST | None) -> bool:
-    return node is None or isinstance(node, ast.Constant)
 
 
 class _Scanner(ast.NodeVisitor):
@@ -248,10 +246,11 @@ class _Scanner(ast.NodeVisitor):
             and name.split(".")[-1] in ("setattr", "setitem", "delattr")
         ):
             self.add("patched_module", node, f"{name} in conftest.py")
-        elif name in ("pytest.skip", "pytest.xfail"):
-            function = self._enclosing_test
-            if function:
-                self.add("skip_marker", node, f"{function} calls {name}")
+        elif name in ("pytest.skip", "pytest.xfail", "pytest.exit"):
+            if self._enclosing_test:
+                self.add("skip_marker", node, f"{self._enclosing_test} calls {name}")
+            elif not self.is_test_file and not self.is_conftest:
+                self.add("runtime_skip", node, f"{name}() in library code")
         self.generic_visit(node)
 
     _enclosing_test = ""
