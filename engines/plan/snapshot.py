@@ -58,12 +58,15 @@ def take_snapshot(workspace: Path, store: Path = STORE) -> tuple[dict[str, str],
             continue
         if len(tree) >= MAX_FILES:
             return tree, True
-        size = path.stat().st_size
-        digest = sha256_file(path)
-        if size <= MAX_FILE_BYTES and total + size <= MAX_TOTAL_BYTES:
-            total += size
-            if not (store / digest[:2] / digest).is_file():  # stored once, for every step and run
-                digest = _store(path, store)
+        try:
+            size = path.stat().st_size
+            digest = sha256_file(path)
+            if size <= MAX_FILE_BYTES and total + size <= MAX_TOTAL_BYTES:
+                total += size
+                if not (store / digest[:2] / digest).is_file():  # stored once, for all steps
+                    digest = _store(path, store)
+        except FileNotFoundError:
+            continue  # a parallel step's temporary file, renamed meanwhile
         tree[path.relative_to(workspace).as_posix()] = digest
     return tree, False
 
@@ -73,11 +76,14 @@ def current_tree(workspace: Path) -> dict[str, str]:
     workspace = Path(workspace)
     if not workspace.is_dir():
         return {}
-    return {
-        path.relative_to(workspace).as_posix(): sha256_file(path)
-        for path in workspace_files(workspace)
-        if path.suffix != ".pyc"
-    }
+    tree = {}
+    for path in workspace_files(workspace):
+        if path.suffix != ".pyc":
+            try:
+                tree[path.relative_to(workspace).as_posix()] = sha256_file(path)
+            except FileNotFoundError:
+                continue  # a parallel step's temporary file, renamed meanwhile
+    return tree
 
 
 def changed_files(before: Mapping[str, str], now: Mapping[str, str]) -> dict[str, str]:

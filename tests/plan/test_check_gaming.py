@@ -12,6 +12,7 @@ import pytest
 from veriloop.engines.plan.checks import run_checks, take_baseline
 from veriloop.engines.plan.critic import static_review
 from veriloop.engines.plan.executed import executed_files, unresolvable
+from veriloop.engines.plan import snapshot
 from veriloop.engines.plan.snapshot import SnapshotMissing, read_blob, take_snapshot
 from veriloop.engines.plan.tamper import scan_file
 from veriloop.engines.plan.testrun import discover_test_command, run_tests
@@ -482,3 +483,15 @@ def test_pre_step_copies_are_shared_and_an_altered_copy_never_reads_as_the_origi
     blobs[0].write_text(BUGGY)  # someone outside the step's workspace rewrote the pre-step copy
     with pytest.raises(SnapshotMissing, match="altered"):
         read_blob(tree["calc.py"], store)
+
+
+def test_a_file_a_parallel_step_renames_meanwhile_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """write_file's temporary file can vanish between listing and hashing (steps run side by side)."""
+    write(tmp_path, "calc.py", GOOD)
+    listed = [tmp_path / "calc.py", tmp_path / ".calc.py.1f2e3d.partial"]
+    monkeypatch.setattr(snapshot, "workspace_files", lambda workspace: iter(listed))
+    tree, _ = take_snapshot(tmp_path, tmp_path / "store")
+    assert sorted(tree) == ["calc.py"]
+    assert sorted(snapshot.current_tree(tmp_path)) == ["calc.py"]
