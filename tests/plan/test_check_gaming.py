@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from veriloop.engines.plan import snapshot
 from veriloop.engines.plan.checks import run_checks, take_baseline
 from veriloop.engines.plan.critic import static_review
 from veriloop.engines.plan.executed import executed_files, unresolvable
-from veriloop.engines.plan import snapshot
 from veriloop.engines.plan.snapshot import SnapshotMissing, read_blob, take_snapshot
 from veriloop.engines.plan.tamper import scan_file
 from veriloop.engines.plan.testrun import discover_test_command, run_tests
