@@ -122,7 +122,7 @@ class StepState(StepInput, StepOutput, total=False):
     prompt: str
     """What the executor gets on the next attempt: the task, then corrective prompts."""
     baseline: dict[str, Any]
-    """Fingerprints of test files and check definitions taken before the first attempt."""
+    """The pre-step tree (copies in the snapshot store) and fingerprints of tests and check scripts."""
     commands_approved: bool
     """A person approved this model-written step's commands (or none needed approval)."""
     execution: dict[str, Any] | None

@@ -36,9 +36,16 @@ Answer with:
 
 
 def review_messages(
-    *, step_id: str, task: str, output: str, notes: str, checks: Sequence[tuple[str, bool]]
+    *,
+    step_id: str,
+    task: str,
+    output: str,
+    notes: str,
+    checks: Sequence[tuple[str, bool]],
+    findings: Sequence[str] = (),
 ) -> list[dict[str, str]]:
-    """Messages asking for a StepReviewVerdict on one attempt's output and notes."""
+    """Messages asking for a StepReviewVerdict on one attempt's output and notes; ``findings`` are
+    the tamper scan's findings in the step's diff (tricks to weigh, each ``path:line: rule: ...``)."""
     check_lines = "\n".join(
         f"- {name}: {'passed' if passed else 'FAILED'}" for name, passed in checks
     )
@@ -48,6 +55,14 @@ def review_messages(
             f"Step: {step_id}",
             f"Task:\n{task}",
             f"Automatic checks on this attempt:\n{check_lines or '- (none)'}",
+            *(
+                [
+                    "Tamper scan of the step's changes (possible tricks to pass the checks):\n"
+                    + "\n".join(f"- {line}" for line in findings)
+                ]
+                if findings
+                else []
+            ),
             "The step's output and notes:\n" + fenced(body, STEP_OUTPUT),
         ]
     )

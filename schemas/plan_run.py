@@ -47,8 +47,8 @@ CheckType = Literal[
     "human_review",
     "sub_plan",
 ]
-"""In cost order. integrity: test files and check definitions were not changed by the step.
-human_review: a person's verdict. sub_plan: every step of a nested plan completed."""
+"""In cost order. integrity: the step did not change its tests or check scripts, forge its test
+report or add a tamper-scan trick (applies only where one of these could happen). human_review: a person's verdict. sub_plan: every step of a nested plan completed."""
 ToolCallStatus = Literal["ok", "error", "pending"]
 Severity = Literal["critical", "warning"]
 RunStatus = Literal["running", "awaiting_review", "completed", "failed", "rejected"]

@@ -16,15 +16,18 @@ notes                the notes do not start with ``[FAIL]`` (any letter case, af
 pending_tool_calls   no tool call is still pending                                        llm steps
 command[i]           the i-th command check exits 0 within its timeout                    each one
 tests                the test command (``step.test_command``, else the one found by        see below
-                     convention) exits 0, ran at least one test, none failed or errored,
-                     not all were skipped, and it did not collect fewer tests than the
-                     previous attempt
-integrity            no test file (``tests/**``, ``test_*.py``, ``*_test.py``, ``conftest.py``, a baseline
-                     ``pytest.ini``, files a check command names, the Makefile of a make  was taken
-                     test target), no pytest section of pyproject.toml / setup.cfg /
-                     tox.ini, and no check definition changed or was deleted, and no
-                     ``conftest.py``/``pytest.ini`` was added since the baseline;
-                     ``writes_tests`` allows the test changes (not the check definitions)
+                     convention before the step ran) exits 0, ran at least one test, none
+                     failed or errored, not all were skipped, it did not collect fewer
+                     tests than the previous attempt, and its per-test reports agree with
+                     its JUnit XML; tests the step wrote judge only under ``writes_tests``
+                     and only when one fails on the pre-step code (FAIL_TO_PASS), and the
+                     pre-step copies of tests it changed still pass
+integrity            no test file (``tests/**``, ``test_*.py``, ``*_test.py``, ``conftest.py``, tests, test
+                     ``pytest.ini``) or pytest section of pyproject.toml / setup.cfg /    config,
+                     tox.ini changed, was deleted or added (``writes_tests`` allows it);  command
+                     no file a command check executes changed or was written by the step; checks or
+                     the test report was not tampered with; no tamper-scan finding in the changed
+                     step's diff (critical steps; others list them for the review)        .py files
 review               an LLM review of the output passes with confidence >= 0.70            review=True
 ==================== ==================================================================== ===========
 
@@ -32,6 +35,12 @@ review               an LLM review of the output passes with confidence >= 0.70 
 (``details["check_index"]`` is the position in ``step.checks``). Tests apply by
 ``requires_testing``: False never; True always (no test command found fails "no tests found");
 None only when a test command is declared or found.
+
+The pre-step state is :func:`take_baseline`'s: the workspace's tree, whose pre-step copies sit in
+the snapshot store (:mod:`~veriloop.engines.plan.snapshot`) out of the step's reach, and the
+fingerprints of test files and of what each command check executes
+(:mod:`~veriloop.engines.plan.executed`). The step's check definitions are graph state the step
+cannot reach, so nothing fingerprints them.
 
 A check that cannot run (a predicate error, an invalid schema, a command that cannot start, an
 unusable review answer) is a failed result with ``errored=True``: an error never passes a step,
@@ -52,6 +61,8 @@ import hashlib
 import json
 import re
 import shlex
+import shutil
+import tempfile
 import tomllib
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -59,16 +70,26 @@ from typing import Any
 
 import jsonschema
 
+from veriloop.engines.plan.executed import executed_files
 from veriloop.engines.plan.predicates import compile_predicate
 from veriloop.engines.plan.sandbox import DEFAULT_CONFINEMENT, Confinement
+from veriloop.engines.plan.snapshot import (
+    SnapshotMissing,
+    changed_files,
+    current_tree,
+    materialize,
+    read_blob,
+    sha256_file,
+    take_snapshot,
+)
+from veriloop.engines.plan.tamper import TamperFinding, describe, scan_changes
 from veriloop.engines.plan.testrun import (
-    MAKEFILES,
+    TestRun,
     discover_test_command,
     format_failures,
     is_pytest_command,
     run_command,
     run_tests,
-    uses_make,
     workspace_files,
 )
 from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError, LLMUnavailable
@@ -85,7 +106,11 @@ REVIEW_OUTPUT_CHARS = 8000
 """How much of the step's output the reviewer sees (head and tail)."""
 MAX_FINGERPRINTS = 5000
 """Most files a baseline fingerprints."""
-BASELINE_VERSION = 1
+MAX_SCANNED = 500
+"""Most changed Python files the tamper scan reads."""
+MAX_LISTED_FINDINGS = 10
+"""Tamper findings spelled out in a diagnosis (details list them all)."""
+BASELINE_VERSION = 2
 FAIL_MARKER = "[FAIL]"
 """Notes that start with it, in any letter case and after whitespace, report a failure."""
 GUARD_FILES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini"})
@@ -106,11 +131,14 @@ NO_TESTS_FOUND = (
 def take_baseline(
     step: ManifestStep, workspace: Path, *, discovered_command: str | None
 ) -> dict[str, Any]:
-    """Fingerprints (sha256) of the test files and of the step's check definitions, taken before the
-    step's first attempt; JSON-serialisable (it lives in graph state). ``test_command`` remembers the
-    command found then, so a later attempt cannot dodge its tests by deleting them."""
+    """The pre-step state the checks judge against, taken before the step's first attempt;
+    JSON-serialisable (it lives in graph state): the workspace's tree (its files' pre-step copies
+    are in the snapshot store, out of the step's reach), the fingerprints of the test files and of
+    what the command checks execute, and the test command found then (a later attempt cannot dodge
+    its tests by deleting them, nor bring its own by writing them)."""
     workspace = Path(workspace)
     command = step.test_command or discovered_command
+    tree, tree_truncated = take_snapshot(workspace)
     files, truncated = _fingerprint_files(step, workspace, command)
     return {
         "version": BASELINE_VERSION,
@@ -118,8 +146,9 @@ def take_baseline(
         "check_files": _check_files(step, workspace, command),
         "truncated": truncated,
         "pytest_config": _pytest_config(workspace),
-        "definitions": _definitions(step),
         "test_command": command,
+        "tree": tree,
+        "tree_truncated": tree_truncated,
     }
 
 
@@ -192,12 +221,19 @@ async def run_checks(
             ),
         )
 
+    # The step's diff, hashed once: the tests check, the integrity check and the tamper scan share it.
+    tree: dict[str, str] = dict(baseline.get("tree") or {})
+    diff = (
+        changed_files(tree, await asyncio.to_thread(current_tree, workspace))
+        if baseline.get("version")
+        else {}
+    )
+    tests_result: CheckResult | None = None
     if step.requires_testing is not False:
-        command = (
-            step.test_command
-            or baseline.get("test_command")
-            or await asyncio.to_thread(discover_test_command, step.id, workspace)
-        )
+        # The command known before the step; one found only now runs tests the step wrote.
+        command = step.test_command or baseline.get("test_command")
+        if command is None:
+            command = await asyncio.to_thread(discover_test_command, step.id, workspace)
         if command is None and step.requires_testing:
             results.append(
                 CheckResult(
@@ -218,22 +254,32 @@ async def run_checks(
                     previous_collected,
                     explicit=bool(step.test_command),
                     confinement=confinement,
+                    step=step,
+                    baseline=baseline,
+                    diff=diff,
                 ),
             )
+            tests_result = results[-1]
 
-    if baseline.get("version"):
+    findings: list[TamperFinding] = []
+    if baseline.get("version") and _integrity_applies(step, baseline, diff, tests_result):
+        findings = await asyncio.to_thread(_tamper_scan, workspace, tree, diff)
         # Hashing the workspace is file work: off the event loop, like every other blocking call.
         await run(
             "integrity",
             "integrity",
-            lambda: asyncio.to_thread(_integrity_check, step, workspace, baseline),
+            lambda: asyncio.to_thread(
+                _integrity_check, step, workspace, baseline, tests_result, findings
+            ),
         )
 
     if review:
         await run(
             "review",
             "review",
-            lambda: _review_check(step, execution, llm, list(results), review_threshold),
+            lambda: _review_check(
+                step, execution, llm, list(results), review_threshold, describe(findings)
+            ),
         )
     return results
 
@@ -407,6 +453,9 @@ async def _tests_check(
     *,
     explicit: bool,
     confinement: Confinement,
+    step: ManifestStep,
+    baseline: Mapping[str, Any],
+    diff: Mapping[str, str],
 ) -> CheckResult:
     run = await run_tests(command, workspace, timeout_s=timeout_s, confinement=confinement)
     details: dict[str, Any] = {
@@ -415,6 +464,7 @@ async def _tests_check(
         "exit_code": run.exit_code,
         "timed_out": run.timed_out,
         "structured": run.structured,
+        "report_channel": run.outcomes is not None,
     }
     if run.structured:
         details.update(
@@ -424,9 +474,13 @@ async def _tests_check(
             errors=run.errors,
             skipped=run.skipped,
         )
+    if run.tampered:
+        details["tampered"] = run.tampered
     problems = []
     if run.timed_out:
         problems.append(f"`{command}` did not finish within {timeout_s:g} s")
+    if run.tampered:
+        problems.append("the test report was tampered with (see the integrity check)")
     if run.structured:
         if run.failed or run.errors:
             problems.append(
@@ -448,6 +502,21 @@ async def _tests_check(
         problems.append(f"`{command}` wrote no test report: pytest did not finish")
     if not problems and run.exit_code != 0:
         problems.append(f"`{command}` exited with status {run.exit_code}")
+    notes: list[str] = []
+    if baseline.get("version"):
+        await _judge_own_tests(
+            run,
+            command,
+            step,
+            workspace,
+            baseline,
+            diff,
+            timeout_s,
+            problems,
+            notes,
+            details,
+            confinement=confinement,
+        )
     failures = format_failures(run)
     if failures and run.output:
         output = f"{failures}\n--- output (end) ---\n{run.output}"
@@ -466,7 +535,7 @@ async def _tests_check(
             name="tests",
             type="tests",
             passed=True,
-            diagnosis=summary,
+            diagnosis="; ".join([summary, *notes]),
             output=output,
             details=details,
         )
@@ -480,8 +549,194 @@ async def _tests_check(
     )
 
 
+async def _judge_own_tests(
+    run: TestRun,
+    command: str,
+    step: ManifestStep,
+    workspace: Path,
+    baseline: Mapping[str, Any],
+    diff: Mapping[str, str],
+    timeout_s: float,
+    problems: list[str],
+    notes: list[str],
+    details: dict[str, Any],
+    *,
+    confinement: Confinement,
+) -> None:
+    """Tests are a judge only when they could have failed (SWE-bench's FAIL_TO_PASS): tests the
+    step wrote need ``writes_tests``, and then at least one must fail on the pre-step code (run
+    from the snapshot) and pass now, unless the step changed nothing but tests."""
+    written = sorted(
+        rel for rel, state in diff.items() if state != "deleted" and _is_test_file(rel)
+    )
+    judged = _judged_files(run, command, workspace)
+    own = [rel for rel in judged if rel in written]
+    independent = [rel for rel in judged if rel not in written]
+    found_now = not step.test_command and not baseline.get("test_command")
+    details["own_tests"] = own
+    if not own and not found_now:
+        return
+    if not step.writes_tests:
+        # Tests it changed are the integrity check's finding; tests it added must not be alone.
+        added = [rel for rel in own if diff.get(rel) == "added"]
+        if found_now or (added and len(added) == len(judged)):
+            problems.append(
+                "no independent tests: the only tests are ones the step wrote ("
+                + (", ".join(added) or f"`{command}` was found only after the step")
+                + "); only a step that declares writes_tests may bring its own tests"
+            )
+        return
+    if problems or not own:
+        return  # a failing run needs no proof that it could fail
+    # Tests that existed before the step still hold in their pre-step form: a test writer may
+    # add assertions, not weaken the ones that judged the code before it.
+    edited = [rel for rel, state in diff.items() if state != "added" and _is_test_file(rel)]
+    broken = await _run_pre_step_tests(edited, workspace, baseline, timeout_s, confinement)
+    details["pre_step_tests_failing"] = broken
+    if broken:
+        problems.append(
+            "the pre-step version of tests the step changed fails on its code: "
+            + ", ".join(broken[:5])
+        )
+        return
+    if not any(state != "deleted" and not _is_test_file(rel) for rel, state in diff.items()):
+        details["fail_to_pass"] = "not applicable: the step changed only tests"
+        return
+    pre = await _run_on_pre_step_code(own, written, workspace, baseline, timeout_s, confinement)
+    fail_to_pass, prove_nothing = [], []
+    for nodeid, outcome in sorted((run.outcomes or {}).items()):
+        if outcome == "passed" and nodeid.split("::", 1)[0] in own:
+            (prove_nothing if pre.get(nodeid) == "passed" else fail_to_pass).append(nodeid)
+    details["fail_to_pass"], details["prove_nothing"] = fail_to_pass, prove_nothing
+    if prove_nothing:
+        message = (
+            f"{len(prove_nothing)} of the step's own tests pass on the pre-step code too and "
+            f"prove nothing ({', '.join(prove_nothing[:5])})"
+        )
+        (notes if fail_to_pass or independent else problems).append(message)
+    elif not fail_to_pass and not independent:
+        problems.append("none of the step's own tests could be matched to a run on the code")
+
+
+async def _run_on_pre_step_code(
+    own: list[str],
+    written: list[str],
+    workspace: Path,
+    baseline: Mapping[str, Any],
+    timeout_s: float,
+    confinement: Confinement,
+) -> dict[str, str]:
+    """Outcomes of the step's own tests run against the pre-step code (a rebuilt pre-step tree with
+    the step's test files laid over it); a test file that does not even load counts as failing."""
+    scratch = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="veriloop-pre-step-"))
+    try:
+        overlay = {rel: workspace / rel for rel in written}
+        await asyncio.to_thread(materialize, baseline.get("tree") or {}, scratch, overlay)
+        command = "pytest " + " ".join(shlex.quote(rel) for rel in own)
+        run = await run_tests(command, scratch, timeout_s=timeout_s, confinement=confinement)
+        return dict(run.outcomes or {})
+    finally:
+        await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)
+
+
+async def _run_pre_step_tests(
+    edited: list[str],
+    workspace: Path,
+    baseline: Mapping[str, Any],
+    timeout_s: float,
+    confinement: Confinement,
+) -> list[str]:
+    """Tests (node ids) of the pre-step copies of the ``edited`` test files that do not pass on the
+    post-step code (a copy of the workspace with those files put back as they were)."""
+    tree: dict[str, str] = dict(baseline.get("tree") or {})
+    before = {rel: tree[rel] for rel in edited if rel in tree}
+    tests = [rel for rel in before if rel.endswith(".py") and _is_test_module(rel)]
+    if not tests:
+        return []
+    scratch = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="veriloop-post-step-"))
+    try:
+        now = {
+            rel: path
+            for path in workspace_files(workspace)
+            if (rel := path.relative_to(workspace).as_posix()) not in before
+        }
+        await asyncio.to_thread(materialize, before, scratch, now)
+        command = "pytest " + " ".join(shlex.quote(rel) for rel in tests)
+        run = await run_tests(command, scratch, timeout_s=timeout_s, confinement=confinement)
+        broken = sorted(
+            nodeid
+            for nodeid, outcome in (run.outcomes or {}).items()
+            if outcome not in ("passed", "skipped")
+        )
+        if not broken and not run.ok:
+            broken = [f"{', '.join(tests)} (the run failed, exit status {run.exit_code})"]
+        return broken
+    finally:
+        await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)
+
+
+def _judged_files(run: TestRun, command: str, workspace: Path) -> list[str]:
+    """The test files a run exercised: from the per-test reports when there are some, else the
+    files the command names (every test file of the workspace for a bare ``pytest``)."""
+    if run.outcomes:
+        return sorted({nodeid.split("::", 1)[0] for nodeid in run.outcomes})
+    named = [rel for rel in executed_files(command, workspace).files if _is_test_file(rel)]
+    if named or not is_pytest_command(command):
+        return named
+    return sorted(
+        rel
+        for rel in (p.relative_to(workspace).as_posix() for p in workspace_files(workspace))
+        if _is_test_file(rel) and rel.endswith(".py")
+    )
+
+
+def _integrity_applies(
+    step: ManifestStep,
+    baseline: Mapping[str, Any],
+    diff: Mapping[str, str],
+    tests_result: CheckResult | None,
+) -> bool:
+    """Integrity is a check only where something could be tampered with: tests or check scripts,
+    test configuration, or Python code the step changed. A step with none of these has no
+    integrity to lose (and the check would be a free pass in its score)."""
+    return bool(
+        baseline.get("files")
+        or baseline.get("check_files")
+        or baseline.get("pytest_config")
+        or tests_result is not None
+        or any(check.kind == "command" for check in step.checks)
+        or any(rel.endswith(".py") or Path(rel).name in GUARD_FILES for rel in diff)
+    )
+
+
+def _tamper_scan(
+    workspace: Path, tree: Mapping[str, str], diff: Mapping[str, str]
+) -> list[TamperFinding]:
+    """The tamper scan over the step's changed Python files, against their pre-step copies."""
+    changes: dict[str, tuple[str | None, str]] = {}
+    for rel, state in sorted(diff.items()):
+        if state == "deleted" or not rel.endswith(".py") or len(changes) >= MAX_SCANNED:
+            continue
+        before = None
+        if state == "changed":
+            try:
+                before = read_blob(tree[rel]).decode("utf-8", errors="replace")
+            except SnapshotMissing:
+                before = None  # no pre-step copy: everything in the file counts as the step's
+        try:
+            after = (workspace / rel).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        changes[rel] = (before, after)
+    return scan_changes(changes)
+
+
 def _integrity_check(
-    step: ManifestStep, workspace: Path, baseline: Mapping[str, Any]
+    step: ManifestStep,
+    workspace: Path,
+    baseline: Mapping[str, Any],
+    tests_result: CheckResult | None,
+    findings: list[TamperFinding],
 ) -> CheckResult:
     before_files: dict[str, str] = dict(baseline.get("files") or {})
     deleted = [rel for rel in sorted(before_files) if not (workspace / rel).is_file()]
@@ -498,21 +753,28 @@ def _integrity_check(
         for rel in before_config.keys() | now_config.keys()
         if before_config.get(rel) != now_config.get(rel)
     )
-    check_files = _changed_files(workspace, baseline.get("check_files") or {})
-    before_defs: dict[str, str] = dict(baseline.get("definitions") or {})
-    now_defs = _definitions(step)
-    definitions = sorted(
-        name
-        for name in before_defs.keys() | now_defs.keys()
-        if before_defs.get(name) != now_defs.get(name)
+    before_checks: dict[str, str] = dict(baseline.get("check_files") or {})
+    check_files = _changed_files(workspace, before_checks)
+    # What the checks execute, resolved again now: a script that was not there before the step
+    # (or was not part of a check then) is the step's own judge.
+    tree: dict[str, str] = dict(baseline.get("tree") or {})
+    now_checks = _check_files(step, workspace, baseline.get("test_command"))
+    own_scripts = sorted(
+        rel
+        for rel, digest in now_checks.items()
+        if rel not in before_checks and tree.get(rel) != digest
     )
+    tampered = list((tests_result.details.get("tampered") or []) if tests_result else [])
+    lines = describe(findings)
     details: dict[str, Any] = {
         "changed": changed,
         "deleted": deleted,
         "added": added_guards,
         "pytest_config": config,
-        "definitions": definitions,
         "check_files": check_files,
+        "own_check_scripts": own_scripts,
+        "tampered": tampered,
+        "tamper_findings": lines,
         "writes_tests": step.writes_tests,
     }
     problems = []
@@ -525,10 +787,18 @@ def _integrity_check(
             problems.append("test configuration added: " + ", ".join(added_guards))
         if config:
             problems.append("pytest configuration changed: " + ", ".join(config))
-    if definitions:
-        problems.append("check definitions changed: " + ", ".join(definitions))
     if check_files:
-        problems.append("check scripts changed or deleted: " + ", ".join(check_files))
+        problems.append("check script changed or deleted: " + ", ".join(check_files))
+    if own_scripts:
+        problems.append("check script written or changed by the step: " + ", ".join(own_scripts))
+    if tampered:
+        problems.append("test report tampered: " + "; ".join(tampered))
+    if lines and step.critical:
+        shown = lines[:MAX_LISTED_FINDINGS]
+        more = len(lines) - len(shown)
+        problems.append(
+            "tamper scan: " + "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+        )
     if not problems:
         return CheckResult(name="integrity", type="integrity", passed=True, details=details)
     return CheckResult(
@@ -551,6 +821,7 @@ async def _review_check(
     llm: AsyncStructuredLLM | None,
     earlier: list[CheckResult],
     threshold: float,
+    findings: list[str],
 ) -> CheckResult:
     if llm is None:
         return _errored("review", "review", "no model is configured for the review")
@@ -560,6 +831,7 @@ async def _review_check(
         output=truncate_middle(output_text(execution.output), REVIEW_OUTPUT_CHARS),
         notes=truncate_middle(execution.notes or "", 2000),
         checks=[(result.name, result.passed) for result in earlier],
+        findings=findings,
     )
     try:
         answer = await llm.astructured("review", messages, StepReviewVerdict)
@@ -600,37 +872,52 @@ def _fingerprint_files(
     wanted: set[Path] = set()
     truncated = False
     for path in workspace_files(workspace):
-        rel = path.relative_to(workspace)
-        name = path.name
-        if (
-            rel.parts[0] == "tests"
-            or name in GUARD_FILES
-            or (name.startswith("test_") and name.endswith(".py"))
-            or name.endswith("_test.py")
-        ):
-            if path.suffix == ".pyc":
-                continue
+        if _is_test_file(path.relative_to(workspace).as_posix()) and path.suffix != ".pyc":
             if len(wanted) >= MAX_FINGERPRINTS:
                 truncated = True
                 break
             wanted.add(path)
-    wanted.update(_files_named(command, workspace))
-    files = {p.relative_to(workspace).as_posix(): _sha256_file(p) for p in sorted(wanted)}
+    if command and is_pytest_command(command):
+        wanted.update(workspace / rel for rel in executed_files(command, workspace).files)
+    files = {p.relative_to(workspace).as_posix(): sha256_file(p) for p in sorted(wanted)}
     return files, truncated
 
 
 def _check_files(step: ManifestStep, workspace: Path, command: str | None) -> dict[str, str]:
-    """Files that define checks rather than tests: scripts named by command checks, and the
-    Makefile behind a make test target. Not even a ``writes_tests`` step may change them."""
+    """Files that define checks rather than tests: whatever the command checks execute (however
+    spelled: see :mod:`~veriloop.engines.plan.executed`), and what a test command other than
+    pytest runs (a Makefile, its includes, the scripts of its recipes) apart from test files.
+    Not even a ``writes_tests`` step may change them."""
     if not workspace.is_dir():
         return {}
-    wanted: set[Path] = set()
-    if uses_make(command):
-        wanted.update(workspace / name for name in MAKEFILES if (workspace / name).is_file())
+    wanted: set[str] = set()
+    if command and not is_pytest_command(command):
+        wanted.update(
+            rel for rel in executed_files(command, workspace).files if not _is_test_file(rel)
+        )
     for check in step.checks:
         if check.kind == "command":
-            wanted.update(_files_named(check.command, workspace))
-    return {p.relative_to(workspace).as_posix(): _sha256_file(p) for p in sorted(wanted)}
+            wanted.update(executed_files(check.command or "", workspace).files)
+    return {rel: sha256_file(workspace / rel) for rel in sorted(wanted)}
+
+
+def _is_test_module(rel: str) -> bool:
+    """A module pytest collects by default (``test_*.py``, ``*_test.py``)."""
+    name = Path(rel).name
+    return name.startswith("test_") or name.endswith("_test.py")
+
+
+def _is_test_file(rel: str) -> bool:
+    """Test files and test configuration, by path (``tests/**``, ``test_*.py``, ``*_test.py``,
+    ``conftest.py``, ``pytest.ini``)."""
+    path = Path(rel)
+    name = path.name
+    return (
+        path.parts[0] == "tests"
+        or name in GUARD_FILES
+        or (name.startswith("test_") and name.endswith(".py"))
+        or name.endswith("_test.py")
+    )
 
 
 def _changed_files(workspace: Path, before: Mapping[str, str]) -> list[str]:
@@ -638,7 +925,7 @@ def _changed_files(workspace: Path, before: Mapping[str, str]) -> list[str]:
     return [
         rel
         for rel, digest in sorted(before.items())
-        if not (workspace / rel).is_file() or _sha256_file(workspace / rel) != digest
+        if not (workspace / rel).is_file() or sha256_file(workspace / rel) != digest
     ]
 
 
@@ -668,49 +955,9 @@ def _pytest_section(path: Path) -> Any:
         return "unreadable"
 
 
-def _files_named(command: str | None, workspace: Path) -> list[Path]:
-    """Workspace files a command names as arguments (``pytest checks/verify.py`` -> that file)."""
-    try:
-        tokens = shlex.split(command or "")
-    except ValueError:
-        return []
-    found = []
-    root = workspace.resolve()
-    for token in tokens[1:]:
-        token = token.split("::", 1)[0]
-        if not token or token.startswith("-") or len(token) > 300:
-            continue
-        path = (workspace / token).resolve()
-        if path.is_file() and path.is_relative_to(root):
-            found.append(workspace / path.relative_to(root))
-    return found
-
-
-def _definitions(step: ManifestStep) -> dict[str, str]:
-    definitions: dict[str, Any] = {
-        "test_command": step.test_command,
-        "output_schema": step.output_schema,
-        "requires_testing": step.requires_testing,
-        "writes_tests": step.writes_tests,
-    }
-    counts = {"predicate": 0, "command": 0}
-    for check in step.checks:
-        definitions[f"{check.kind}[{counts[check.kind]}]"] = check.model_dump(mode="json")
-        counts[check.kind] += 1
-    return {name: _sha256_json(value) for name, value in definitions.items()}
-
-
 def _sha256_json(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 # --- helpers ------------------------------------------------------------------------------------

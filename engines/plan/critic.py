@@ -14,6 +14,9 @@ prefixed like ``steps[3] (id 'p').plan.steps[0] (id 'q')``). Severity and thresh
   ``$id`` placeholders all count. Gates and human reviews are exempt: they receive their
   dependencies' results whole.
 - bad_check (critical): a predicate check that does not compile.
+- unresolvable_check (critical): a command check of a model-written step (``origin: model``) whose
+  command cannot be resolved to what it executes (``$(...)``, backticks, ``eval``, a program taken
+  from a variable, unparseable quoting): what it runs cannot be protected from the step it judges.
 - useless_retry (warning): on_failure retry with max_retries 0, or on a step that cannot act on a
   corrective prompt (``step.self_correcting`` is False: shell, python, plan, human).
 - every structural problem of :func:`~veriloop.engines.plan.manifest.manifest_problems`
@@ -31,6 +34,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 
 from veriloop.engines.critic import parse_critic_response
+from veriloop.engines.plan.executed import unresolvable
 from veriloop.engines.plan.manifest import (
     DEFAULT_MAX_DEPTH,
     _lenient_levels,
@@ -109,6 +113,8 @@ RECOMMENDATIONS: dict[str, str] = {
     "the dependency.",
     "bad_check": "Fix the predicate so it compiles (an expression over input, result and depends "
     "returning true, false or a diagnosis string).",
+    "unresolvable_check": "Write command checks as plain commands (`python3 checks/verify.py`, "
+    "`make test-x`, `bash checks/run.sh`) so what they execute can be protected from the step.",
     "useless_retry": "Use on_failure retry only on llm steps with max_retries of 1 or more; use "
     "halt_if_critical, continue or replan for deterministic steps.",
     "missing_dependency": "Make every depends_on name an existing step id.",
@@ -255,6 +261,18 @@ def _review(
                     )
                 )
         for check_index, check in enumerate(step.checks):
+            if check.kind == "command" and step.origin == "model" and check.command:
+                reasons = unresolvable(check.command)
+                if reasons:
+                    findings.append(
+                        CriticFinding(
+                            rule="unresolvable_check",
+                            severity="critical",
+                            message=f"{loc}.checks[{check_index}]: what the command check runs "
+                            f"cannot be resolved: {'; '.join(reasons)}",
+                            step_ids=[step.id],
+                        )
+                    )
             if check.kind != "predicate" or check.expr is None:
                 continue
             problem = _check_problem(check.expr)

@@ -19,14 +19,22 @@ but importing the installed pytest before the working directory goes on ``sys.pa
 other command (``make test-x``) is judged by its exit code; it also gets the JUnit option through
 ``PYTEST_ADDOPTS``, so when it runs pytest underneath, the XML is read as well (``structured``
 says whether counts came from XML).
+
+When veriloop's own pytest runs (the bare ``pytest``/``python -m pytest`` forms), it also loads
+:mod:`~veriloop.engines.plan.pytest_reporter`, which sends every test's outcome through a FIFO as
+it happens. Those outcomes are the counts; they are cross-checked with the JUnit XML, pytest's
+summary line and the exit status, and every disagreement is listed in ``TestRun.tampered`` (the
+integrity check fails the step on it as "test report tampered").
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
+import secrets
 import shlex
 import shutil
 import signal
@@ -62,6 +70,15 @@ _PYTEST = re.compile(
 _REAL_PYTEST = (
     "import os, sys, pytest; sys.path.insert(0, os.getcwd()); sys.exit(pytest.console_main())"
 )
+_REPORTING_PYTEST = (
+    "import os, sys, pytest; from veriloop.engines.plan.pytest_reporter import Reporter; "
+    "reporter = Reporter.attach({fd}); sys.path.insert(0, os.getcwd()); "
+    "sys.exit(int(pytest.main(plugins=[reporter])))"
+)
+"""``_REAL_PYTEST`` with the per-test reporter on the descriptor the shell opened as ``{fd}``."""
+MAX_CHANNEL_BYTES = 20_000_000
+"""Per-test reports beyond this are dropped (and the run counts as tampered)."""
+_SUMMARY = re.compile(r"^=*\s*((?:\d+ [a-z]+(?:, )?)+)(?: in [0-9.]+s.*)?\s*=*\s*$", re.MULTILINE)
 """``python -m pytest`` that cannot be shadowed: the interpreter starts without the working directory
 on ``sys.path`` (``-P``), imports the installed pytest, and only then puts the working directory
 first, as ``-m`` would (so a ``pytest.py`` written into the workspace is never the pytest that runs).
@@ -86,6 +103,11 @@ class TestRun:
     failures: list[dict[str, str]] = field(default_factory=list)
     output: str = ""
     structured: bool = False
+    outcomes: dict[str, str] | None = None
+    """Per-test outcome by node id as the reporter sent it (None: no reporter ran)."""
+    tampered: list[str] = field(default_factory=list)
+    """Evidence that the report was forged: where the reporter, the XML, the summary and the exit
+    status disagree."""
 
     @property
     def ok(self) -> bool:
@@ -235,21 +257,30 @@ async def run_tests(
     timeout_s: float,
     confinement: Confinement = DEFAULT_CONFINEMENT,
 ) -> TestRun:
-    """Run a test command; pytest's counts and failures come from its JUnit XML."""
+    """Run a test command; pytest's counts come from the per-test reporter when veriloop's pytest
+    runs, cross-checked with its JUnit XML (failure messages come from the XML)."""
     tmpdir = await asyncio.to_thread(tempfile.mkdtemp, prefix="veriloop-junit-")
     junit = Path(tmpdir) / "junit.xml"
     options = f"--junitxml={shlex.quote(str(junit))} -p no:cacheprovider"
     parts = _pytest_parts(command)
     env: dict[str, str] = {}
-    if parts is not None:
-        prefix, prog, rest = parts
-        if prog in {"pytest", "py.test", "python -m pytest", "python3 -m pytest"}:
-            prog = f"{shlex.quote(sys.executable)} -P -c {shlex.quote(_REAL_PYTEST)}"
-        to_run = f"{prefix}{prog}{rest} {options}"
-    else:
-        to_run = command
-        env["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} {options}".strip()
+    channel: _Channel | None = None
     try:
+        if parts is not None:
+            prefix, prog, rest = parts
+            redirect = ""
+            if prog in {"pytest", "py.test", "python -m pytest", "python3 -m pytest"}:
+                channel = await asyncio.to_thread(_Channel.open, Path(tmpdir) / "reports")
+                fd = secrets.choice(range(3, 10))  # sh opens only one-digit descriptors
+                bootstrap = _REPORTING_PYTEST.replace("{fd}", str(fd))
+                prog = f"{shlex.quote(sys.executable)} -P -c {shlex.quote(bootstrap)}"
+                redirect = f" {fd}>{shlex.quote(str(channel.path))}"
+            to_run = f"{prefix}{prog}{rest} {options}{redirect}"
+        else:
+            to_run = command
+            env["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} {options}".strip()
+        if channel is not None:
+            channel.start()
         run = await run_command(
             to_run,
             workspace,
@@ -264,8 +295,12 @@ async def run_tests(
             command=command, exit_code=run.exit_code, timed_out=run.timed_out, output=output
         )
         await asyncio.to_thread(_read_junit_if_written, junit, result)
+        if channel is not None:
+            _apply_reports(result, channel.finish(), Path(workspace))
         return result
     finally:
+        if channel is not None:
+            channel.close()
         await asyncio.to_thread(shutil.rmtree, tmpdir, ignore_errors=True)
 
 
@@ -281,6 +316,225 @@ def format_failures(run: TestRun, *, limit: int = 20) -> str:
 
 
 # --- internals --------------------------------------------------------------------------------
+
+
+class _Channel:
+    """The read end of the reporter's FIFO, drained by the event loop while the tests run.
+
+    Opened read-write (Linux), so it never reads end-of-file before the test process opens it."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path, self.fd = path, fd
+        self.data = bytearray()
+        self.overflow = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def open(cls, path: Path) -> _Channel:
+        os.mkfifo(path, 0o600)
+        return cls(path, os.open(path, os.O_RDWR | os.O_NONBLOCK))
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(self.fd, self._read)
+
+    def _read(self) -> bool:
+        try:
+            chunk = os.read(self.fd, 1 << 16)
+        except BlockingIOError:
+            return False
+        if len(self.data) + len(chunk) > MAX_CHANNEL_BYTES:
+            self.overflow = True
+        else:
+            self.data += chunk
+        return bool(chunk)
+
+    def finish(self) -> _Reports:
+        """Everything sent, read to the end."""
+        if self._loop is not None:
+            self._loop.remove_reader(self.fd)
+            self._loop = None
+        while self._read():
+            pass
+        return _Reports.parse(bytes(self.data), overflow=self.overflow)
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.remove_reader(self.fd)
+            self._loop = None
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+@dataclass
+class _Reports:
+    """What the reporter sent: per-test phase outcomes, collection errors, the exit status."""
+
+    started: bool = False
+    rootdir: str | None = None
+    """pytest's rootdir: node ids are relative to it."""
+    exitstatus: int | None = None
+    phases: dict[str, dict[str, str]] = field(default_factory=dict)
+    collect_errors: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @classmethod
+    def parse(cls, data: bytes, *, overflow: bool) -> _Reports:
+        reports = cls()
+        if overflow:
+            reports.problems.append(f"more than {MAX_CHANNEL_BYTES} bytes of per-test reports")
+        unreadable = 0
+        for line in data.decode("utf-8", errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+                event = record["event"]
+            except (ValueError, TypeError, KeyError):
+                unreadable += 1
+                continue
+            if event == "start":
+                if reports.started:
+                    reports.problems.append("the test session reported its start twice")
+                reports.started = True
+                reports.rootdir = str(record.get("rootdir") or "") or None
+            elif event == "finish" and isinstance(record.get("exitstatus"), int):
+                if reports.exitstatus is not None:
+                    reports.problems.append("the test session reported its end twice")
+                reports.exitstatus = record["exitstatus"]
+            elif event == "collect":
+                reports.collect_errors.append(str(record.get("nodeid")))
+            elif event == "test" and record.get("outcome") != "rerun":
+                phases = reports.phases.setdefault(str(record.get("nodeid")), {})
+                when = str(record.get("when"))
+                if when in phases:
+                    reports.problems.append(f"{record.get('nodeid')} reported its {when} twice")
+                phases[when] = str(record.get("outcome"))
+            else:
+                unreadable += 1
+        if unreadable:
+            reports.problems.append(f"{unreadable} unreadable per-test report line(s)")
+        return reports
+
+    def outcomes(self) -> dict[str, str]:
+        """One outcome per test, as the JUnit XML classifies it."""
+        found = {}
+        for nodeid, phases in self.phases.items():
+            if phases.get("call") == "failed":
+                found[nodeid] = "failed"
+            elif "failed" in phases.values():
+                found[nodeid] = "error"
+            elif "skipped" in phases.values():
+                found[nodeid] = "skipped"
+            elif phases.get("call") == "passed":
+                found[nodeid] = "passed"
+            else:
+                found[nodeid] = "incomplete"  # the process died inside the test
+        return found
+
+    def junit_counts(self) -> tuple[int, int, int, int]:
+        """(passed, failed, errors, skipped) as pytest's JUnit XML counts them: a test that failed
+        and then errored in teardown is two test cases there, a failure and an error."""
+        passed = failed = errors = skipped = 0
+        for phases in self.phases.values():
+            broken_fixture = phases.get("setup") == "failed" or phases.get("teardown") == "failed"
+            if phases.get("call") == "failed":
+                failed += 1
+                errors += phases.get("teardown") == "failed"
+            elif broken_fixture:
+                errors += 1
+            elif "skipped" in phases.values():
+                skipped += 1
+            elif phases.get("call") == "passed":
+                passed += 1
+        return passed, failed, errors + len(self.collect_errors), skipped
+
+    def summary_counts(self) -> dict[str, int]:
+        """The counts pytest's summary line shows: call failures, setup/teardown/collect errors."""
+        errors = sum(
+            1
+            for phases in self.phases.values()
+            if phases.get("setup") == "failed" or phases.get("teardown") == "failed"
+        )
+        failed = sum(1 for phases in self.phases.values() if phases.get("call") == "failed")
+        return {"failed": failed, "errors": errors + len(self.collect_errors)}
+
+
+def _apply_reports(run: TestRun, reports: _Reports, cwd: Path) -> None:
+    """Counts from the reporter; every disagreement with the XML, summary or exit status is
+    evidence of tampering. Outcomes are keyed by node ids relative to ``cwd`` (pytest's are
+    relative to its rootdir, which an ini file elsewhere moves)."""
+    evidence = list(reports.problems)
+    if not reports.started:
+        if run.structured:
+            evidence.append("a JUnit XML exists, but the test process never reported a test")
+        run.tampered = evidence
+        return
+    outcomes = reports.outcomes()
+    seen = reports.junit_counts()
+    if run.structured:
+        xml = (run.passed, run.failed, run.errors, run.skipped)
+        if xml != seen:
+            evidence.append(
+                "the JUnit XML says {} passed, {} failed, {} errors, {} skipped; ".format(*xml)
+                + "the tests reported {} passed, {} failed, {} errors, {} skipped as they ran".format(
+                    *seen
+                )
+            )
+    if reports.exitstatus is None:
+        if run.structured:
+            evidence.append("a JUnit XML exists, but the test session never reported its end")
+        elif run.exit_code == 0 and not run.timed_out:
+            evidence.append("the test session never reported its end, yet the process exited 0")
+    elif not run.timed_out and run.exit_code != reports.exitstatus:
+        evidence.append(
+            f"pytest ended its session with status {reports.exitstatus}, "
+            f"but the process exited with status {run.exit_code}"
+        )
+    summary = _summary_line(run.output)
+    if summary is not None and reports.exitstatus is not None:
+        expected = reports.summary_counts()
+        shown = {
+            "failed": summary.get("failed", 0),
+            "errors": summary.get("errors", 0) + summary.get("error", 0),
+        }
+        if shown != expected:
+            evidence.append(
+                f"pytest's summary line shows {shown['failed']} failed and {shown['errors']} errors; "
+                f"the tests reported {expected['failed']} failed and {expected['errors']} errors"
+            )
+    run.outcomes = {_from_cwd(nodeid, reports.rootdir, cwd): o for nodeid, o in outcomes.items()}
+    run.collected = sum(seen)
+    run.passed, run.failed, run.errors, run.skipped = seen
+    run.structured = True
+    run.tampered = evidence
+
+
+def _from_cwd(nodeid: str, rootdir: str | None, cwd: Path) -> str:
+    """``nodeid`` with its file relative to ``cwd`` instead of pytest's rootdir (unchanged when
+    either is unknown or the file lies outside ``cwd``)."""
+    if not rootdir:
+        return nodeid
+    path, sep, rest = nodeid.partition("::")
+    try:
+        rel = Path(os.path.relpath(Path(rootdir, path).resolve(), cwd.resolve()))
+    except (OSError, ValueError):
+        return nodeid
+    if rel.parts[:1] == ("..",):
+        return nodeid
+    return f"{rel.as_posix()}{sep}{rest}"
+
+
+def _summary_line(output: str) -> dict[str, int] | None:
+    """The counts of the last summary line (``== 2 failed, 1 passed in 0.1s ==``), if any."""
+    last = None
+    for match in _SUMMARY.finditer(output):
+        if " in " in match.group(0) or "=" in match.group(0):
+            last = match.group(1)
+    if last is None:
+        return None
+    counts: dict[str, int] = {}
+    for number, word in re.findall(r"(\d+) ([a-z]+)", last):
+        counts[word] = counts.get(word, 0) + int(number)
+    return counts
 
 
 def _pytest_parts(command: str) -> tuple[str, str, str] | None:

@@ -1,0 +1,162 @@
+"""Pre-step copies of a workspace, kept out of the step's reach, for checks that judge a step.
+
+:func:`take_snapshot` stores every workspace file (hidden folders, virtualenvs and caches excluded,
+as for test discovery) in a content-addressed store outside the workspace and returns the tree:
+``{relative path: sha256}``, small enough for graph state. Blobs are shared by every step and run
+(identical content is stored once) and outlive a crash, so a resumed step still has its pre-step
+copies. Reading a blob checks its hash: a store that was tampered with reads as missing, never as
+the step's version.
+
+:func:`changed_files` is the step's diff against the tree; :func:`materialize` rebuilds the pre-step
+tree (with chosen post-step files laid over it) in a scratch folder, where the tests the step wrote
+run against the code as it was before the step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from veriloop.engines.plan.testrun import workspace_files
+
+STORE = Path(tempfile.gettempdir()) / "veriloop-snapshots"
+"""Where blobs live: outside every workspace (a sandboxed step has a private /tmp)."""
+MAX_FILES = 5000
+"""Most files a snapshot keeps."""
+MAX_FILE_BYTES = 5_000_000
+"""A larger file (data, not code) is fingerprinted but not copied."""
+MAX_TOTAL_BYTES = 200_000_000
+"""Most bytes a snapshot copies."""
+
+
+class SnapshotMissing(LookupError):
+    """A pre-step copy is gone or no longer matches its hash."""
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def take_snapshot(workspace: Path, store: Path = STORE) -> tuple[dict[str, str], bool]:
+    """The workspace's tree ``{path: sha256}`` with its blobs stored; True when it was cut short."""
+    workspace = Path(workspace)
+    if not workspace.is_dir():
+        return {}, False
+    store.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tree: dict[str, str] = {}
+    total = 0
+    for path in workspace_files(workspace):
+        if path.suffix == ".pyc":
+            continue
+        if len(tree) >= MAX_FILES:
+            return tree, True
+        try:
+            size = path.stat().st_size
+            digest = sha256_file(path)
+            if size <= MAX_FILE_BYTES and total + size <= MAX_TOTAL_BYTES:
+                total += size
+                if not (store / digest[:2] / digest).is_file():  # stored once, for all steps
+                    digest = _store(path, store)
+        except FileNotFoundError:
+            continue  # a parallel step's temporary file, renamed meanwhile
+        tree[path.relative_to(workspace).as_posix()] = digest
+    return tree, False
+
+
+def current_tree(workspace: Path) -> dict[str, str]:
+    """``{path: sha256}`` of the workspace now (same files as a snapshot)."""
+    workspace = Path(workspace)
+    if not workspace.is_dir():
+        return {}
+    tree = {}
+    for path in workspace_files(workspace):
+        if path.suffix != ".pyc":
+            try:
+                tree[path.relative_to(workspace).as_posix()] = sha256_file(path)
+            except FileNotFoundError:
+                continue  # a parallel step's temporary file, renamed meanwhile
+    return tree
+
+
+def changed_files(before: Mapping[str, str], now: Mapping[str, str]) -> dict[str, str]:
+    """``{path: "added" | "changed" | "deleted"}`` between two trees."""
+    found = {}
+    for rel in sorted(before.keys() | now.keys()):
+        if rel not in before:
+            found[rel] = "added"
+        elif rel not in now:
+            found[rel] = "deleted"
+        elif before[rel] != now[rel]:
+            found[rel] = "changed"
+    return found
+
+
+def read_blob(digest: str, store: Path = STORE) -> bytes:
+    """The pre-step content with this hash (SnapshotMissing when gone or tampered with)."""
+    path = store / digest[:2] / digest
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SnapshotMissing(f"the pre-step copy {digest[:12]} is gone") from exc
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise SnapshotMissing(f"the pre-step copy {digest[:12]} was altered")
+    return data
+
+
+def materialize(
+    tree: Mapping[str, str], dest: Path, overlay: Mapping[str, Path], store: Path = STORE
+) -> None:
+    """Write the pre-step ``tree`` into ``dest``, then the files of ``overlay`` (``{path: source}``)
+    over it. Files whose pre-step copy was too large to keep are left out."""
+    for rel, digest in tree.items():
+        try:
+            data = read_blob(digest, store)
+        except SnapshotMissing:
+            continue
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    for rel, source in overlay.items():
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+
+
+def _store(path: Path, store: Path) -> str:
+    """Copy ``path`` into the store, hashing what was copied (a file that changes meanwhile is
+    stored as read); its sha256."""
+    digest = hashlib.sha256()
+    fd, temp = tempfile.mkstemp(dir=store, prefix=".partial-")
+    try:
+        with os.fdopen(fd, "wb") as out, path.open("rb") as source:
+            while chunk := source.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+        name = digest.hexdigest()
+        target = store / name[:2] / name
+        target.parent.mkdir(mode=0o700, exist_ok=True)
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return name
+
+
+__all__ = [
+    "STORE",
+    "SnapshotMissing",
+    "changed_files",
+    "current_tree",
+    "materialize",
+    "read_blob",
+    "sha256_file",
+    "take_snapshot",
+]
