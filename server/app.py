@@ -100,6 +100,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 persistence.locks,
                 context=PlanContext(),
                 max_manifest_bytes=settings.max_dom_bytes,
+                manifest_limits=settings.manifest_limits,
             )
             try:
                 yield

@@ -33,6 +33,7 @@ from pydantic.alias_generators import to_camel
 from sse_starlette import EventSourceResponse
 
 from veriloop.context import PlanContext
+from veriloop.engines.plan.manifest import ManifestError, ManifestLimits, load_manifest
 from veriloop.llm.base import LLMUnavailable
 from veriloop.plans import NoPendingReviewError, PlanRunner, UnknownRunError
 from veriloop.schemas.api import (
@@ -84,7 +85,7 @@ class BadReview(ServiceError):
 
 
 class ManifestTooLarge(ServiceError):
-    """The manifest is over the size limit."""
+    """The manifest is past a limit: bytes, steps, nesting, values once read, YAML aliases."""
 
     status_code = 413
 
@@ -105,6 +106,8 @@ class PlanEntry(BaseModel):
     """The status when the last execution ended (the checkpointer has the truth)."""
     error: str | None = None
     """Why the last execution stopped early; None once an execution ends normally."""
+    halt_reason: str = ""
+    """Why the run was rejected before its first checkpoint (a manifest past the reading limits)."""
     created_at: str
     updated_at: str
 
@@ -163,11 +166,13 @@ class PlanService:
         *,
         context: PlanContext,
         max_manifest_bytes: int,
+        manifest_limits: ManifestLimits,
     ) -> None:
         self.runner = PlanRunner(checkpointer, context=context)
         self.store = store
         self.locks = locks
         self.max_manifest_bytes = max_manifest_bytes
+        self.manifest_limits = manifest_limits
         self._running: set[str] = set()
         self._events: dict[str, RunEvents] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -305,6 +310,8 @@ class PlanService:
                 ready.set_result(None)
                 try:
                     report = await run(events.publish)
+                except ManifestError as exc:  # data the checkpointer could never hold
+                    await self._finished(run_id, "rejected", None, halt_reason=str(exc))
                 except LLMUnavailable as exc:
                     log.warning(
                         "plan run %s: model provider unavailable (%s); resumable", run_id, exc
@@ -355,12 +362,14 @@ class PlanService:
         except NoPendingReviewError as exc:  # checked under the lock; kept for safety
             raise BadReview(str(exc)) from exc
 
-    async def _finished(self, run_id: str, status: str | None, error: str | None) -> None:
+    async def _finished(
+        self, run_id: str, status: str | None, error: str | None, *, halt_reason: str = ""
+    ) -> None:
         item = await self.store.aget(NAMESPACE, run_id)
         if item is None:
             return
         entry = PlanEntry.model_validate(item.value)
-        update: dict[str, Any] = {"error": error, "updated_at": now()}
+        update: dict[str, Any] = {"error": error, "halt_reason": halt_reason, "updated_at": now()}
         if status is not None:
             update["status"] = status
         await self._save(entry.model_copy(update=update))
@@ -446,8 +455,11 @@ class PlanService:
     async def _report(self, entry: PlanEntry) -> PlanRunReport:
         try:
             return await self.runner.areport(entry.run_id)
-        except UnknownRunError:  # created, but stopped before its first checkpoint
-            return PlanRunReport(run_id=entry.run_id, status="running", goal=entry.goal)
+        except UnknownRunError:  # created, but stopped (or rejected) before its first checkpoint
+            status = "rejected" if entry.halt_reason else "running"
+            return PlanRunReport(
+                run_id=entry.run_id, status=status, goal=entry.goal, halt_reason=entry.halt_reason
+            )
 
     async def _entry(self, tenant: str, run_id: str) -> PlanEntry:
         item = await self.store.aget(NAMESPACE, run_id)
@@ -464,8 +476,9 @@ class PlanService:
         return await self.runner.checkpointer.aget_tuple(config) is not None
 
     def _run_request(self, body: PlanRunRequest) -> dict[str, Any]:
-        """``{"manifest"?, "goal"?}`` for the graph; 422 / 413 for what cannot start. Whether the
-        manifest parses and can run is the plan node's call: a run rejected with located problems."""
+        """``{"manifest"?, "goal"?}`` for the graph; 422 / 413 for what cannot start (413: a
+        manifest past a size or reading limit, located). Whether the manifest parses and can run
+        is the plan node's call: a run rejected with located problems."""
         goal = (body.goal or "").strip()
         manifest = body.manifest
         if manifest is None:
@@ -483,6 +496,12 @@ class PlanService:
                 f"manifest is {size} bytes; the limit is {self.max_manifest_bytes} bytes "
                 "(VERILOOP_MAX_DOM_BYTES)"
             )
+        try:  # bounded: what is past a limit is refused here, the rest is the plan node's call
+            load_manifest(manifest, origin="user", limits=self.manifest_limits)
+        except ManifestError as exc:
+            too_large = [p.message for p in exc.problems if p.rule == "too_large"]
+            if too_large:
+                raise ManifestTooLarge("; ".join(too_large)) from None
         return {"manifest": manifest, **({"goal": goal} if goal else {})}
 
 

@@ -30,7 +30,13 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from veriloop.context import PlanContext
-from veriloop.engines.plan.manifest import looks_like_manifest
+from veriloop.engines.plan.manifest import (
+    ManifestError,
+    ManifestLimits,
+    load_yaml,
+    looks_like_manifest,
+    read_manifest_data,
+)
 from veriloop.graph.plan import build_plan_graph
 from veriloop.graph.plan_io import state_to_report
 from veriloop.schemas.manifest import Manifest
@@ -232,11 +238,17 @@ def plan_input(
 
 
 def _manifest_input(manifest: str | Path | Mapping[str, Any] | Manifest) -> dict[str, Any]:
-    """``{"manifest": ...}``: text and mappings as given (the plan node parses them), a file read."""
+    """``{"manifest": ...}``: text and mappings as given (the plan node parses them), a file read.
+
+    Raises :class:`~veriloop.engines.plan.manifest.ManifestError` for data past the reading limits.
+    """
     if isinstance(manifest, Manifest):
         return {"manifest": manifest.model_dump(by_alias=False)}
     if isinstance(manifest, Path):
         return {"manifest": manifest.read_text(encoding="utf-8")}
+    if isinstance(manifest, Mapping | list):
+        # Data too deep or too large for the checkpointer's encoder: refused before the run exists.
+        read_manifest_data(manifest)
     if isinstance(manifest, Mapping):
         return {"manifest": dict(manifest)}
     return {"manifest": manifest}
@@ -296,7 +308,9 @@ def _reads_as_manifest(text: str) -> bool:
     if stripped.startswith("```"):
         return True
     try:
-        return looks_like_manifest(yaml.safe_load(stripped))
+        return looks_like_manifest(load_yaml(stripped, origin="manifest", limits=ManifestLimits()))
+    except ManifestError:
+        return True  # past the reading limits: the plan node rejects it, located
     except yaml.YAMLError:
         return False
 
