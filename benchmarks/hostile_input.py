@@ -34,10 +34,17 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 
+from benchmarks.hostile_manifests import (
+    alias_bomb,
+    chained_shell_steps,
+    huge_output,
+    nested_lists,
+    nested_objects,
+    yaml_block,
+)
 from benchmarks.service_overhead import CORPUS, ServiceProcess, answer
 from veriloop.engines.markup_guard import bound_markup
 from veriloop.engines.skeleton import _parser, to_utf8
@@ -84,45 +91,6 @@ BEYOND_THE_BRIEF: dict[str, Callable[[int], str]] = {
 
 
 # -- manifests: each case is the body of POST /api/plans, as JSON text ----------------------
-
-
-def alias_bomb() -> str:
-    """The issue's 365 bytes: eight levels of eight aliases, 8^8 values once expanded."""
-    lines = ["a0: &a0 [x,x,x,x,x,x,x,x]"]
-    lines += [f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 8)}]" for i in range(1, 8)]
-    return "\n".join([*lines, "steps:", "  - id: s", "    command: echo hi", "    input: *a7"])
-
-
-def _deep_step(nested: str) -> str:
-    """A manifest (JSON text) whose one step's input is ``nested``."""
-    return f'{{"steps": [{{"id": "deep", "command": "true", "input": {nested}}}]}}'
-
-
-def nested_lists(depth: int) -> str:
-    return _deep_step("[" * depth + "]" * depth)
-
-
-def nested_objects(depth: int) -> str:
-    return _deep_step('{"a": ' * depth + "null" + "}" * depth)
-
-
-def yaml_block(depth: int) -> str:
-    """A block sequence ``depth`` levels deep, in YAML's compact form (``- - - x``)."""
-    return f"steps:\n  - id: deep\n    command: 'true'\n    input:\n      {'- ' * depth}x\n"
-
-
-def chained_shell_steps(count: int) -> dict[str, Any]:
-    steps = [{"id": "s0", "command": "true"}]
-    steps += [
-        {"id": f"s{i}", "command": "true", "depends_on": [f"s{i - 1}"]} for i in range(1, count)
-    ]
-    return {"steps": steps}
-
-
-def huge_output(megabytes: int) -> dict[str, Any]:
-    command = f"head -c {megabytes * 1_000_000} /dev/zero | tr '\\0' x"
-    return {"steps": [{"id": "loud", "command": command}]}
-
 
 MANIFEST_CASES: dict[str, str] = {
     "manifest_alias_bomb": json.dumps({"manifest": alias_bomb()}),
