@@ -1,12 +1,14 @@
 """Plan runs over HTTP: start a run, read its report, answer its human reviews, resume it, follow it.
 
-A plan run is a thread of the plan graph (thread id = run id) in the service's checkpointer,
-driven by :class:`~veriloop.plans.PlanRunner`. The HTTP request that starts or resumes a run
-answers 202 at once; the run goes on in the server process as an asyncio task that holds the
-run's lock (``plan:<run id>``: in-process, plus a PostgreSQL advisory lock across processes), so
-one run never executes twice at the same time, in one process or in many. Ownership lives in the
-service's store: ``("veriloop", "plans")`` / run id -> :class:`PlanEntry` (its tenant, the
-request that started it, the last failure). Another tenant's run is 404, like a task.
+A plan run is a thread of the plan graph in the service's checkpointer, driven by
+:class:`~veriloop.plans.PlanRunner`. Run ids are per tenant: the thread id is ``<tenant>:<run
+id>`` (:func:`~veriloop.server.tenants.scoped_id`), so two tenants may use one run id and neither
+learns that the other did. The HTTP request that starts or resumes a run answers 202 at once; the
+run goes on in the server process as an asyncio task that holds the run's lock (``plan:<thread
+id>``: in-process, plus a PostgreSQL advisory lock across processes), so one run never executes
+twice at the same time, in one process or in many. Ownership lives in the service's store:
+``("veriloop", "plans")`` / thread id -> :class:`PlanEntry` (its tenant, the request that
+started it, the last failure). Another tenant's run is 404, like a task.
 
 A run that stops early (the model provider is down, a step crashed, the server was killed)
 keeps every finished step and attempt in the checkpointer (``durability="sync"``);
@@ -48,12 +50,12 @@ from veriloop.schemas.plan_run import FINISHED_STATUSES, PlanRunReport, ReviewDe
 from veriloop.server.index import now
 from veriloop.server.locks import LocalLocks, PostgresLocks, TaskBusy
 from veriloop.server.service import InvalidField, ServiceError
-from veriloop.server.tenants import current_tenant
+from veriloop.server.tenants import current_tenant, scoped_id
 
 log = logging.getLogger("veriloop.server.plans")
 
 NAMESPACE = ("veriloop", "plans")
-"""Store namespace of plan run entries (key: run id)."""
+"""Store namespace of plan run entries (key: thread id, the run id in its tenant's namespace)."""
 EVENT_HISTORY = 10_000
 """Progress events of one execution kept for late subscribers."""
 POLL_S = 0.5
@@ -110,6 +112,11 @@ class PlanEntry(BaseModel):
     """Why the run was rejected before its first checkpoint (a manifest past the reading limits)."""
     created_at: str
     updated_at: str
+
+    @property
+    def thread_id(self) -> str:
+        """The run's thread in the checkpointer and the key of this entry."""
+        return scoped_id(self.tenant, self.run_id)
 
 
 # -- progress events --------------------------------------------------------------------------
@@ -183,10 +190,11 @@ class PlanService:
         """Create a run and start it in the background (202)."""
         request = self._run_request(body)
         run_id = body.run_id or _new_id()
+        thread = scoped_id(tenant, run_id)
 
         async def claim() -> None:
-            if await self.store.aget(NAMESPACE, run_id) is not None or await self._has_thread(
-                run_id
+            if await self.store.aget(NAMESPACE, thread) is not None or await self._has_thread(
+                thread
             ):
                 raise RunConflict(f"plan run {run_id} exists already: choose another runId")
             stamp = now()
@@ -201,7 +209,7 @@ class PlanService:
             )
             await self._save(entry)
 
-        await self._launch(run_id, claim, lambda on_event: self._first_run(run_id, on_event))
+        await self._launch(thread, claim, lambda on_event: self._first_run(thread, on_event))
         return PlanRunStarted(run_id=run_id, status="running")
 
     async def detail(self, tenant: str, run_id: str) -> PlanRunDetail:
@@ -210,14 +218,14 @@ class PlanService:
         report = await self._report(entry)
         return PlanRunDetail(
             **report.model_dump(),
-            executing=await self.executing(run_id),
+            executing=await self.executing(entry.thread_id),
             error=entry.error,
         )
 
     async def review(self, tenant: str, run_id: str, body: PlanReviewRequest) -> PlanRunStarted:
         """Answer pending human reviews and continue the run in the background (202)."""
         entry = await self._entry(tenant, run_id)
-        if await self.executing(run_id):
+        if await self.executing(entry.thread_id):
             raise RunConflict(
                 f"plan run {run_id} is still executing; answer its reviews once it pauses"
             )
@@ -234,22 +242,25 @@ class PlanService:
                 )
 
         await self._launch(
-            run_id,
+            entry.thread_id,
             check,
-            lambda on_event: self._answer(run_id, decisions, entry.concurrency, on_event),
+            lambda on_event: self._answer(entry.thread_id, decisions, entry.concurrency, on_event),
         )
         return PlanRunStarted(run_id=run_id, status="running")
 
     async def resume(self, tenant: str, run_id: str) -> PlanRunStarted:
         """Continue a run that stopped early (a restart, a crash, a provider outage) (202)."""
         entry = await self._entry(tenant, run_id)
-        if await self.executing(run_id):
+        thread = entry.thread_id
+        if await self.executing(thread):
             raise RunConflict(f"plan run {run_id} is executing: nothing to resume")
 
         async def check() -> None:
             try:
-                report = await self.runner.areport(run_id)
+                report = await self.runner.areport(thread)
             except UnknownRunError:
+                if entry.halt_reason:
+                    raise RunConflict(f"plan run {run_id} is already rejected") from None
                 return  # the server stopped before the run's first checkpoint: start it again
             if report.pending_reviews:
                 waiting = ", ".join(sorted(r.step_id for r in report.pending_reviews))
@@ -261,13 +272,13 @@ class PlanService:
                 raise RunConflict(f"plan run {run_id} is already {report.status}")
 
         async def go(on_event: Callable[[dict], None]) -> PlanRunReport:
-            if not await self._has_thread(run_id):
-                return await self._first_run(run_id, on_event)
+            if not await self._has_thread(thread):
+                return await self._first_run(thread, on_event)
             return await self.runner.aresume(
-                run_id, concurrency=entry.concurrency, on_event=on_event
+                thread, concurrency=entry.concurrency, on_event=on_event
             )
 
-        await self._launch(run_id, check, go)
+        await self._launch(thread, check, go)
         return PlanRunStarted(run_id=run_id, status="running")
 
     async def events(self, tenant: str, run_id: str) -> AsyncIterator[dict[str, Any]]:
@@ -284,48 +295,48 @@ class PlanService:
 
     async def _launch(
         self,
-        run_id: str,
+        thread: str,
         check: Callable[[], Awaitable[None]],
         run: Callable[[Callable[[dict], None]], Awaitable[PlanRunReport]],
     ) -> None:
         """Start ``run`` in a background task once it holds the run's lock and ``check`` passed;
         a busy lock or a failed check is raised here (the request's answer), not in the task."""
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        task = asyncio.create_task(self._drive(run_id, check, run, ready), name=f"plan:{run_id}")
+        task = asyncio.create_task(self._drive(thread, check, run, ready), name=f"plan:{thread}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         await asyncio.shield(ready)
 
     async def _drive(
         self,
-        run_id: str,
+        thread: str,
         check: Callable[[], Awaitable[None]],
         run: Callable[[Callable[[dict], None]], Awaitable[PlanRunReport]],
         ready: asyncio.Future[None],
     ) -> None:
         try:
-            async with self._exclusive(run_id):
+            async with self._exclusive(thread):
                 await check()
-                events = self._events[run_id] = RunEvents()
+                events = self._events[thread] = RunEvents()
                 ready.set_result(None)
                 try:
                     report = await run(events.publish)
                 except ManifestError as exc:  # data the checkpointer could never hold
-                    await self._finished(run_id, "rejected", None, halt_reason=str(exc))
+                    await self._finished(thread, "rejected", None, halt_reason=str(exc))
                 except LLMUnavailable as exc:
                     log.warning(
-                        "plan run %s: model provider unavailable (%s); resumable", run_id, exc
+                        "plan run %s: model provider unavailable (%s); resumable", thread, exc
                     )
-                    await self._finished(run_id, None, f"model provider unavailable ({exc})")
+                    await self._finished(thread, None, f"model provider unavailable ({exc})")
                 except Exception as exc:
-                    log.exception("plan run %s: stopped by an error; resumable", run_id)
-                    await self._finished(run_id, None, f"{type(exc).__name__}: {exc}")
+                    log.exception("plan run %s: stopped by an error; resumable", thread)
+                    await self._finished(thread, None, f"{type(exc).__name__}: {exc}")
                 else:
-                    await self._finished(run_id, report.status, None)
+                    await self._finished(thread, report.status, None)
                 finally:
                     events.close()
-                    if self._events.get(run_id) is events:
-                        del self._events[run_id]
+                    if self._events.get(thread) is events:
+                        del self._events[thread]
         except asyncio.CancelledError:
             if not ready.done():
                 ready.cancel()
@@ -334,38 +345,39 @@ class PlanService:
             if not ready.done():
                 ready.set_exception(exc)
             else:
-                log.exception("plan run %s: could not record the end of the run", run_id)
+                log.exception("plan run %s: could not record the end of the run", thread)
 
-    async def _first_run(self, run_id: str, on_event: Callable[[dict], None]) -> PlanRunReport:
-        item = await self.store.aget(NAMESPACE, run_id)
+    async def _first_run(self, thread: str, on_event: Callable[[dict], None]) -> PlanRunReport:
+        item = await self.store.aget(NAMESPACE, thread)
         entry = PlanEntry.model_validate(item.value)
         # The body says which it is: a goal that names a file on the server is never read as one.
         return await self.runner.arun(
             manifest=entry.request.get("manifest"),
             goal=entry.request.get("goal"),
-            run_id=run_id,
+            run_id=entry.run_id,
+            thread_id=thread,
             concurrency=entry.concurrency,
             on_event=on_event,
         )
 
     async def _answer(
         self,
-        run_id: str,
+        thread: str,
         decisions: Mapping[str, ReviewDecision],
         concurrency: int,
         on_event: Callable[[dict], None],
     ) -> PlanRunReport:
         try:
             return await self.runner.aresume(
-                run_id, decisions, concurrency=concurrency, on_event=on_event
+                thread, decisions, concurrency=concurrency, on_event=on_event
             )
         except NoPendingReviewError as exc:  # checked under the lock; kept for safety
             raise BadReview(str(exc)) from exc
 
     async def _finished(
-        self, run_id: str, status: str | None, error: str | None, *, halt_reason: str = ""
+        self, thread: str, status: str | None, error: str | None, *, halt_reason: str = ""
     ) -> None:
-        item = await self.store.aget(NAMESPACE, run_id)
+        item = await self.store.aget(NAMESPACE, thread)
         if item is None:
             return
         entry = PlanEntry.model_validate(item.value)
@@ -375,37 +387,37 @@ class PlanService:
         await self._save(entry.model_copy(update=update))
 
     @asynccontextmanager
-    async def _exclusive(self, run_id: str) -> AsyncIterator[None]:
+    async def _exclusive(self, thread: str) -> AsyncIterator[None]:
         """Hold the run's lock now, or raise RunConflict (no waiting: the run may take hours).
 
         In this process a set of executing runs; across processes (PostgreSQL) the advisory lock
-        that ``locks.hold("plan:<run id>")`` would take, tried instead of waited for, and released
+        that ``locks.hold("plan:<thread id>")`` would take, tried instead of waited for, and released
         at the end (or with a killed process's session).
         """
-        busy = RunConflict(f"plan run {run_id} is executing; try again once it stops or pauses")
-        if run_id in self._running:
+        busy = RunConflict("the plan run is executing; try again once it stops or pauses")
+        if thread in self._running:
             raise busy
-        self._running.add(run_id)
+        self._running.add(thread)
         try:
             async with AsyncExitStack() as held:
                 if isinstance(self.locks, PostgresLocks):
                     try:
                         await held.enter_async_context(
-                            self.locks.holding(_lock_key(run_id), wait=False)
+                            self.locks.holding(_lock_key(thread), wait=False)
                         )
                     except TaskBusy as exc:  # only the lock's own wait: the run's errors pass
                         raise busy from exc
                 yield
         finally:
-            self._running.discard(run_id)
+            self._running.discard(thread)
 
-    async def executing(self, run_id: str) -> bool:
+    async def executing(self, thread: str) -> bool:
         """True when a server process is executing the run right now."""
-        if run_id in self._running:
+        if thread in self._running:
             return True
         if not isinstance(self.locks, PostgresLocks):
             return False  # SQLite: one process
-        return await self.locks.held(_lock_key(run_id))
+        return await self.locks.held(_lock_key(thread))
 
     async def aclose(self) -> None:
         """Stop executing runs (they stay resumable) before the storage closes."""
@@ -418,14 +430,14 @@ class PlanService:
 
     async def _follow(self, entry: PlanEntry) -> AsyncIterator[dict[str, Any]]:
         run_id = entry.run_id
-        events = self._events.get(run_id)
+        events = self._events.get(entry.thread_id)
         if events is not None:
             async for event in events.follow():
                 yield event
         else:
             seen: set[str] = set()
             while True:
-                executing = await self.executing(run_id)
+                executing = await self.executing(entry.thread_id)
                 report = await self._report(entry)
                 for step_id, result in report.steps.items():
                     if step_id not in seen and result.status in FINISHED_STATUSES:
@@ -442,7 +454,7 @@ class PlanService:
                 if not executing:
                     break
                 await asyncio.sleep(POLL_S)
-        item = await self.store.aget(NAMESPACE, run_id)
+        item = await self.store.aget(NAMESPACE, entry.thread_id)
         latest = PlanEntry.model_validate(item.value) if item else entry
         report = await self._report(latest)
         end = {"event": "end", "runId": run_id, "status": report.status}
@@ -454,7 +466,7 @@ class PlanService:
 
     async def _report(self, entry: PlanEntry) -> PlanRunReport:
         try:
-            return await self.runner.areport(entry.run_id)
+            return await self.runner.areport(entry.thread_id)
         except UnknownRunError:  # created, but stopped (or rejected) before its first checkpoint
             status = "rejected" if entry.halt_reason else "running"
             return PlanRunReport(
@@ -462,17 +474,17 @@ class PlanService:
             )
 
     async def _entry(self, tenant: str, run_id: str) -> PlanEntry:
-        item = await self.store.aget(NAMESPACE, run_id)
+        item = await self.store.aget(NAMESPACE, scoped_id(tenant, run_id))
         entry = PlanEntry.model_validate(item.value) if item else None
         if entry is None or entry.tenant != tenant:  # unknown, or another tenant's: the same answer
             raise RunNotFound(f"unknown plan run {run_id}")
         return entry
 
     async def _save(self, entry: PlanEntry) -> None:
-        await self.store.aput(NAMESPACE, entry.run_id, entry.model_dump())
+        await self.store.aput(NAMESPACE, entry.thread_id, entry.model_dump())
 
-    async def _has_thread(self, run_id: str) -> bool:
-        config = {"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}
+    async def _has_thread(self, thread: str) -> bool:
+        config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
         return await self.runner.checkpointer.aget_tuple(config) is not None
 
     def _run_request(self, body: PlanRunRequest) -> dict[str, Any]:
@@ -505,8 +517,8 @@ class PlanService:
         return {"manifest": manifest, **({"goal": goal} if goal else {})}
 
 
-def _lock_key(run_id: str) -> str:
-    return f"plan:{run_id}"
+def _lock_key(thread: str) -> str:
+    return f"plan:{thread}"
 
 
 def _new_id() -> str:

@@ -85,19 +85,23 @@ class PlanRunner:
         run_id: str | None = None,
         concurrency: int = 4,
         on_event: EventHandler | None = None,
+        thread_id: str | None = None,
     ) -> PlanRunReport:
         """Run a manifest (a file, YAML/JSON text, a mapping, a Manifest) or a goal to its end or
         to its first human review.
 
         ``manifest_or_goal`` guesses which one a string is (see :func:`plan_input`); say it with
         ``manifest=`` or ``goal=`` (alone: the meta-planner writes the manifest) to leave no doubt.
+        ``thread_id``: the run's thread in the checkpointer (default: the run id; the service
+        keeps each tenant's runs apart this way).
         """
         run_id = run_id or uuid.uuid4().hex
-        if await self._values(run_id):
+        thread_id = thread_id or run_id
+        if await self._values(thread_id):
             raise ValueError(f"plan run {run_id!r} exists already: use aresume() to continue it")
         graph_input = {"run_id": run_id, "depth": 1, **run_input(manifest_or_goal, manifest, goal)}
-        await self._stream(graph_input, run_id, concurrency, on_event)
-        return await self.areport(run_id)
+        await self._stream(graph_input, thread_id, concurrency, on_event)
+        return await self.areport(thread_id)
 
     async def aresume(
         self,
@@ -108,7 +112,8 @@ class PlanRunner:
         on_event: EventHandler | None = None,
     ) -> PlanRunReport:
         """Answer pending reviews (step id -> ``{"approved": bool, "comment": str}``), or, with no
-        decisions, continue a run that stopped (a crash, a provider outage) where it was."""
+        decisions, continue a run that stopped (a crash, a provider outage) where it was.
+        ``run_id`` is the run's thread id when it was started with one."""
         report = await self.areport(run_id)
         if decisions:
             pending = {review.step_id: review for review in report.pending_reviews}
@@ -130,7 +135,7 @@ class PlanRunner:
         return await self.areport(run_id)
 
     async def areport(self, run_id: str) -> PlanRunReport:
-        """The run as the checkpointer holds it."""
+        """The run as the checkpointer holds it (``run_id``: its thread id, when it has its own)."""
         snapshot = await self.graph.aget_state(_config(run_id), subgraphs=True)
         if not snapshot.values:
             raise UnknownRunError(run_id)
