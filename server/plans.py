@@ -35,6 +35,7 @@ from pydantic.alias_generators import to_camel
 from sse_starlette import EventSourceResponse
 
 from veriloop.context import PlanContext
+from veriloop.engines.plan.checks import truncate_middle
 from veriloop.engines.plan.manifest import ManifestError, ManifestLimits, load_manifest
 from veriloop.llm.base import LLMUnavailable
 from veriloop.plans import NoPendingReviewError, PlanRunner, UnknownRunError
@@ -58,6 +59,8 @@ NAMESPACE = ("veriloop", "plans")
 """Store namespace of plan run entries (key: thread id, the run id in its tenant's namespace)."""
 EVENT_HISTORY = 10_000
 """Progress events of one execution kept for late subscribers."""
+EVENT_TEXT_CHARS = 2_000
+"""A longer text in an event (a diagnosis, an error) keeps its head and tail."""
 POLL_S = 0.5
 """How often the event stream reads a run that executes in another process."""
 
@@ -131,7 +134,12 @@ class RunEvents:
         self.closed = False
 
     def publish(self, event: Mapping[str, Any]) -> None:
-        wire = {to_camel(key): value for key, value in event.items()}
+        wire = {
+            to_camel(key): truncate_middle(value, EVENT_TEXT_CHARS)
+            if isinstance(value, str)
+            else value
+            for key, value in event.items()
+        }
         self.history.append(wire)
         for queue in self.queues:
             queue.put_nowait(wire)
@@ -215,7 +223,7 @@ class PlanService:
     async def detail(self, tenant: str, run_id: str) -> PlanRunDetail:
         """The run's report as the checkpointer holds it, plus executing / error."""
         entry = await self._entry(tenant, run_id)
-        report = await self._report(entry)
+        report = (await self._report(entry)).within()
         return PlanRunDetail(
             **report.model_dump(),
             executing=await self.executing(entry.thread_id),
@@ -449,7 +457,7 @@ class PlanService:
                             "status": result.status,
                             "verificationStatus": result.verification_status,
                             "attempts": len(result.attempts),
-                            "diagnosis": result.diagnosis,
+                            "diagnosis": truncate_middle(result.diagnosis, EVENT_TEXT_CHARS),
                         }
                 if not executing:
                     break

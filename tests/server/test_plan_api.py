@@ -463,3 +463,22 @@ def test_resuming_a_run_whose_manifest_is_past_the_limits_rejects_it(
     assert report["status"] == "rejected" and problem in report["haltReason"], report
     again = client.post("/api/plans/old/resume")
     assert again.status_code == 409 and "already rejected" in again.json()["detail"]
+
+
+def test_a_steps_output_is_stored_capped_and_the_report_stays_small(server):
+    """A 5 MB output and one nested 300 levels (past what the checkpointer can encode) are stored
+    as markers with their size: the run ends, its report stays small."""
+    client = server.client()
+    steps = [
+        {"id": "big", "function": "loud", "input": {"chars": 5_000_000}},
+        {"id": "deep", "function": "loud", "input": {"depth": 300}},
+        {"id": "small", "function": "loud", "input": {"chars": 10}},
+    ]
+    run_id = client.post("/api/plans", json={"manifest": {"steps": steps}}).json()["runId"]
+    report = wait_for_run(client, run_id)
+    assert report["status"] == "completed" and "error" not in report, report
+    big, deep = report["steps"]["big"]["output"], report["steps"]["deep"]["output"]
+    assert big["truncated"] and big["bytes"] == 5_000_011 and big["head"].startswith('{"text":"xx')
+    assert deep["truncated"] and "Maximum serialization depth" in deep["reason"]
+    assert report["steps"]["small"]["output"] == {"text": "x" * 10}
+    assert len(client.get(f"/api/plans/{run_id}").content) < 50_000
