@@ -213,7 +213,7 @@ def _cases(
     server: ServiceProcess, quick: bool
 ) -> Iterator[tuple[str, list[tuple[int, float]], float]]:
     pid = server.process.pid
-    pages = {"text_1mb": text_of(1_000_000)} if quick else {**CASES, **BEYOND_THE_BRIEF}
+    pages = {"text_100kb": text_of(100_000)} if quick else {**CASES, **BEYOND_THE_BRIEF}
     with httpx.Client(base_url=server.url, timeout=600) as client:
         page_case(client, text_of(1000))  # warm-up: the first request of a process loads modules
         for name, page in pages.items():
