@@ -220,7 +220,9 @@ def _check_yaml_events(text: str, origin: str, limits: ManifestLimits) -> None:
             aliases += 1
             if aliases > limits.max_aliases:
                 raise _too_large(origin, where, _alias_message(limits))
-            values += sizes.get(event.anchor, 1)
+            if any(anchor == event.anchor for anchor, _ in open_collections):
+                raise _too_large(origin, where, "a YAML alias inside what its anchor names")
+            values += sizes.get(event.anchor, 1)  # an unknown one is yaml's error, found next
         elif isinstance(event, yaml.NodeEvent):
             if event.anchor is not None and limits.max_aliases == 0:
                 raise _too_large(origin, where, _alias_message(limits))

@@ -815,6 +815,13 @@ def test_limits_leave_ordinary_manifests_alone():
         "steps[0] (id 'p').plan.steps: more than 3 steps in the manifest "
         "(nested plans' steps included)"
     )
+    # A structure that holds itself could never be stored: refused where it closes the loop.
+    looped = "steps:\n  - id: a\n    command: 'true'\n    input: &x [1, *x]\n"
+    assert rejection(looped).problems == [
+        Problem(
+            "too_large", "manifest (line 4, column 19): a YAML alias inside what its anchor names"
+        )
+    ]
     small = ManifestLimits(max_values=20)
     assert (
         "more than 20 values"
