@@ -203,7 +203,17 @@ def load_json(text: str, *, origin: str, limits: ManifestLimits) -> Any:
     """JSON text as data, its nesting checked first (``json.loads`` recurses per level)."""
     if text.lstrip()[:1] in ("[", "{"):
         _check_json_nesting(text, origin, limits)
-    return json.loads(text)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # a number past Python's 4300 digits
+        raise ManifestError([_unreadable(exc, origin, "JSON")]) from None
+
+
+def _unreadable(exc: ValueError, origin: str, language: str) -> Problem:
+    """A value the parser's constructor refused (a 5000-digit number, a date with month 13)."""
+    return Problem("invalid", f"{origin}: not valid {language}: {str(exc).split(';')[0]}")
 
 
 def _check_yaml_events(text: str, origin: str, limits: ManifestLimits) -> None:
@@ -250,7 +260,12 @@ def _alias_message(limits: ManifestLimits) -> str:
 def load_yaml(text: str, *, origin: str, limits: ManifestLimits) -> Any:
     """YAML text as data, refused (``too_large``) past the limits before it is composed."""
     _check_yaml_events(text, origin, limits)
-    return yaml.load(text, Loader=_YAML_LOADER)
+    try:
+        return yaml.load(text, Loader=_YAML_LOADER)
+    except yaml.YAMLError:
+        raise
+    except ValueError as exc:
+        raise ManifestError([_unreadable(exc, origin, "YAML")]) from None
 
 
 def _check_data(data: Any, origin: str, limits: ManifestLimits) -> None:
@@ -307,7 +322,7 @@ def _embedded_json(text: str) -> Any:
     for match, _ in zip(re.finditer(r"[{\[]", text), range(_MAX_EMBEDDED_TRIES), strict=False):
         try:
             value, _ = decoder.raw_decode(text, match.start())
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # not JSON, too deep, or a number too long
             continue
         if looks_like_manifest(value):
             return value

@@ -273,6 +273,9 @@ def test_invalid_requests_are_refused_with_a_message(server, markers):
     for text, problem in [
         ("steps: [a, b\nnext: 1", "line 2, column 5"),
         ("just some words", "no manifest found"),
+        # Values the parsers refuse to build were a 500 at submission, then a stuck run.
+        ("steps:\n  - {id: a, command: 'true', input: 2020-13-45}", "month must be in 1..12"),
+        ("[" + "1" * 5000 + "]", "not valid JSON: Exceeds the limit (4300 digits)"),
     ]:
         response = client.post("/api/plans", json={"manifest": text})
         assert response.status_code == 202, response.text
@@ -305,8 +308,14 @@ def test_bodies_over_the_limit_answer_413(plan_env, thread_server, tmp_path, mar
         database_url=f"sqlite:///{tmp_path / 'small.sqlite'}",
         api_keys={"key-a": "a"},
         max_dom_bytes=20_000,
+        max_manifest_steps=1,
     )
     client = thread_server(settings).client()
+    two = {"steps": [python_step("a", markers), python_step("b", markers)]}
+    response = client.post("/api/plans", json={"manifest": two})
+    assert response.status_code == 413 and "more than 1 steps" in response.json()["detail"]
+    one = client.post("/api/plans", json={"manifest": {"steps": [python_step("a", markers)]}})
+    assert wait_for_run(client, one.json()["runId"])["status"] == "completed"
     big = python_step("a", markers) | {"notes": "x" * 30_000}
     response = client.post("/api/plans", json={"manifest": {"steps": [big]}})
     assert response.status_code == 413 and "limit is 20000 bytes" in response.json()["detail"]
@@ -414,19 +423,6 @@ def test_a_manifest_past_a_reading_limit_answers_413_located(server, manifest, p
     response = client.post("/api/plans", json={"manifest": manifest, "runId": "bomb"})
     assert response.status_code == 413 and response.json()["detail"].startswith(problem)
     assert client.get("/api/plans/bomb").status_code == 404  # no run was created
-
-
-def test_the_step_limit_is_a_setting(plan_env, thread_server, tmp_path, markers):
-    settings = Settings(
-        database_url=f"sqlite:///{tmp_path / 'steps.sqlite'}",
-        api_keys={"key-a": "a"},
-        max_manifest_steps=1,
-    )
-    client = thread_server(settings).client()
-    two = {"steps": [python_step("a", markers), python_step("b", markers)]}
-    assert client.post("/api/plans", json={"manifest": two}).status_code == 413
-    one = client.post("/api/plans", json={"manifest": {"steps": [python_step("a", markers)]}})
-    assert wait_for_run(client, one.json()["runId"])["status"] == "completed"
 
 
 @pytest.mark.parametrize(
