@@ -196,7 +196,7 @@ class PlanService:
 
     async def start(self, tenant: str, body: PlanRunRequest) -> PlanRunStarted:
         """Create a run and start it in the background (202)."""
-        request = self._run_request(body)
+        request = await asyncio.to_thread(self._run_request, body)  # parsing takes up to ~1 s
         run_id = body.run_id or _new_id()
         thread = scoped_id(tenant, run_id)
 

@@ -89,7 +89,7 @@ class ManifestLimits:
     """YAML aliases (``*name``, merge keys included); 0 refuses anchors and aliases altogether."""
     max_nesting: int = 64
     """Levels of lists and mappings (a nested plan's steps sit three levels below its step)."""
-    max_values: int = 200_000
+    max_values: int = 100_000
     """Values (scalars, lists, mappings) with every YAML alias expanded: the size once read."""
     max_steps: int | None = None
     """Steps, nested plans' included; None: no limit."""
