@@ -219,3 +219,11 @@ def test_llm_example_runs_with_a_configured_model(cli, tmp_path: Path, scripted_
         "Model: <code>gpt-4.1-mini</code> via an OpenAI-compatible server at http://127.0.0.1"
         in html
     )
+
+
+def test_max_steps_refuses_a_larger_manifest_and_none_is_the_default(cli) -> None:
+    # hello_shell.yaml has four steps
+    result = cli("run", "examples/hello_shell.yaml", "--max-steps", "3")
+    assert result.exit_code == 2, result.output
+    assert "steps: more than 3 steps in the manifest" in result.output
+    assert cli("run", "examples/hello_shell.yaml", "--max-steps", "4").exit_code == 0
