@@ -4,10 +4,12 @@ replans and the run report. Routers read only the typed fields here (``status``,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
+from pydantic_core import PydanticSerializationError, to_json
 
 from veriloop.schemas.base import WireModel
 from veriloop.schemas.manifest import Manifest
@@ -56,6 +58,55 @@ RunStatus = Literal["running", "awaiting_review", "completed", "failed", "reject
 manifest did not pass the critic (nothing ran)."""
 
 
+STEP_OUTPUT_BYTES = 100_000
+"""A step's output is stored whole while its JSON is at most this long; a larger one as a marker."""
+OUTPUT_NESTING = 64
+"""Levels of lists and mappings a stored output may have (the checkpointer's encoder stops at 254)."""
+OUTPUT_HEAD_CHARS = 2_000
+"""How much of an output's JSON a marker keeps."""
+REPORT_BYTES = 8_000_000
+"""A report's JSON past this gives way (:meth:`PlanRunReport.within`): outputs, earlier attempts,
+the manifest, in that order."""
+
+
+def capped_output(output: Any) -> Any:
+    """``output`` as it is stored and checked: itself, or, when its JSON is over
+    :data:`STEP_OUTPUT_BYTES`, nested deeper than :data:`OUTPUT_NESTING` or not encodable at all,
+    the marker ``{"truncated": true, "bytes": <its JSON's size>, "head": "...", "reason": "..."}``.
+    Checks read the marker, so an output too large to keep never passes a check on its content."""
+    try:
+        text = to_json(output, fallback=str)
+    except PydanticSerializationError as exc:  # too deep for any encoder, or containing itself
+        return {"truncated": True, "bytes": None, "head": "", "reason": str(exc)}
+    if len(text) > STEP_OUTPUT_BYTES:
+        reason = f"over {STEP_OUTPUT_BYTES} bytes of JSON"
+    elif _nesting(output) > OUTPUT_NESTING:
+        reason = f"nested deeper than {OUTPUT_NESTING} levels"
+    else:
+        return output
+    head = text[:OUTPUT_HEAD_CHARS].decode("utf-8", errors="ignore")
+    return {"truncated": True, "bytes": len(text), "head": head, "reason": reason}
+
+
+def _nesting(value: Any) -> int:
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+StepOutput = Annotated[Any, AfterValidator(capped_output)]
+"""A step's output, capped when it is stored (:func:`capped_output`)."""
+
+
 class ToolCallRecord(WireModel):
     """One tool call an ``llm`` step made; ``pending`` means it never got a result."""
 
@@ -70,7 +121,7 @@ class ExecutionResult(WireModel):
     """What one executor run produced, before any check."""
 
     ok: bool = Field(description="The executor itself worked (False: execution_failed).")
-    output: Any = None
+    output: StepOutput = None
     notes: str = Field(default="", description="The executor's own notes ([SUCCESS]: / [FAIL]:).")
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     error: str | None = Field(default=None, description="Why the executor failed, when not ok.")
@@ -129,7 +180,7 @@ class StepResult(WireModel):
     step_id: str
     status: PlanStepStatus
     verification_status: VerificationStatus | None = None
-    output: Any = None
+    output: StepOutput = None
     notes: str = ""
     diagnosis: str = Field(default="", description="The latest failure, for people and replans.")
     attempts: list[AttemptReport] = Field(default_factory=list)
@@ -252,3 +303,53 @@ class PlanRunReport(WireModel):
     duration_s: float | None = Field(
         default=None, description="Wall time from start to end; None until the run ended."
     )
+    truncated: dict[str, Any] | None = Field(
+        default=None,
+        description="Set when the report was cut to fit: {bytes: its full size, omitted: what "
+        "gave way (step outputs, earlier attempts, the manifest)}.",
+    )
+
+    def within(self, max_bytes: int = REPORT_BYTES) -> PlanRunReport:
+        """This report, or, when its JSON is over ``max_bytes``, a copy that fits as well as it
+        can: steps' outputs and nested runs become size markers (notes and diagnoses keep their
+        head), then each step keeps only its last attempt, then the manifest goes; ``truncated``
+        says what gave way."""
+        size = len(self.model_dump_json())
+        if size <= max_bytes:
+            return self
+        report, omitted = self, []
+        for what, cut in _REPORT_CUTS:
+            report = cut(report)
+            omitted.append(what)
+            if len(report.model_dump_json()) <= max_bytes:
+                break
+        return report.model_copy(update={"truncated": {"bytes": size, "omitted": omitted}})
+
+
+def _each_step(report: PlanRunReport, cut: Callable[[StepResult], StepResult]) -> PlanRunReport:
+    return report.model_copy(
+        update={
+            "steps": {step_id: cut(step) for step_id, step in report.steps.items()},
+            "superseded": [cut(step) for step in report.superseded],
+        }
+    )
+
+
+def _without_output(step: StepResult) -> StepResult:
+    size = len(to_json(step.output, fallback=str))
+    marker = {"truncated": True, "bytes": size, "head": "", "reason": "the report is too large"}
+    sub_run = step.sub_run and {key: step.sub_run.get(key) for key in ("run_id", "status")}
+    texts = {name: getattr(step, name)[:OUTPUT_HEAD_CHARS] for name in ("notes", "diagnosis")}
+    return step.model_copy(update={"output": marker, "sub_run": sub_run, **texts})
+
+
+_REPORT_CUTS = (
+    ("step outputs", lambda report: _each_step(report, _without_output)),
+    (
+        "earlier attempts",
+        lambda report: _each_step(
+            report, lambda step: step.model_copy(update={"attempts": step.attempts[-1:]})
+        ),
+    ),
+    ("manifest", lambda report: report.model_copy(update={"manifest": None})),
+)

@@ -103,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 context=settings.plan_context(),
                 max_manifest_bytes=settings.max_dom_bytes,
                 plan_shell=settings.plan_shell,
+                manifest_limits=settings.manifest_limits,
             )
             try:
                 yield

@@ -1,12 +1,14 @@
 """Plan runs over HTTP: start a run, read its report, answer its human reviews, resume it, follow it.
 
-A plan run is a thread of the plan graph (thread id = run id) in the service's checkpointer,
-driven by :class:`~veriloop.plans.PlanRunner`. The HTTP request that starts or resumes a run
-answers 202 at once; the run goes on in the server process as an asyncio task that holds the
-run's lock (``plan:<run id>``: in-process, plus a PostgreSQL advisory lock across processes), so
-one run never executes twice at the same time, in one process or in many. Ownership lives in the
-service's store: ``("veriloop", "plans")`` / run id -> :class:`PlanEntry` (its tenant, the
-request that started it, the last failure). Another tenant's run is 404, like a task.
+A plan run is a thread of the plan graph in the service's checkpointer, driven by
+:class:`~veriloop.plans.PlanRunner`. Run ids are per tenant: the thread id is ``<tenant>:<run
+id>`` (:func:`~veriloop.server.tenants.scoped_id`), so two tenants may use one run id and neither
+learns that the other did. The HTTP request that starts or resumes a run answers 202 at once; the
+run goes on in the server process as an asyncio task that holds the run's lock (``plan:<thread
+id>``: in-process, plus a PostgreSQL advisory lock across processes), so one run never executes
+twice at the same time, in one process or in many. Ownership lives in the service's store:
+``("veriloop", "plans")`` / thread id -> :class:`PlanEntry` (its tenant, the request that
+started it, the last failure). Another tenant's run is 404, like a task.
 
 A run that stops early (the model provider is down, a step crashed, the server was killed)
 keeps every finished step and attempt in the checkpointer (``durability="sync"``);
@@ -33,7 +35,8 @@ from pydantic.alias_generators import to_camel
 from sse_starlette import EventSourceResponse
 
 from veriloop.context import PlanContext
-from veriloop.engines.plan.manifest import ManifestError, load_manifest
+from veriloop.engines.plan.checks import truncate_middle
+from veriloop.engines.plan.manifest import ManifestError, ManifestLimits, load_manifest
 from veriloop.engines.plan.sandbox import bwrap_problem
 from veriloop.llm.base import LLMUnavailable
 from veriloop.plans import NoPendingReviewError, PlanRunner, UnknownRunError, check_manifest
@@ -54,14 +57,16 @@ from veriloop.schemas.usage import total_usage
 from veriloop.server.index import now
 from veriloop.server.locks import LocalLocks, PostgresLocks, TaskBusy
 from veriloop.server.service import InvalidField, ServiceError
-from veriloop.server.tenants import current_tenant
+from veriloop.server.tenants import current_tenant, scoped_id
 
 log = logging.getLogger("veriloop.server.plans")
 
 NAMESPACE = ("veriloop", "plans")
-"""Store namespace of plan run entries (key: run id)."""
+"""Store namespace of plan run entries (key: thread id, the run id in its tenant's namespace)."""
 EVENT_HISTORY = 10_000
 """Progress events of one execution kept for late subscribers."""
+EVENT_TEXT_CHARS = 2_000
+"""A longer text in an event (a diagnosis, an error) keeps its head and tail."""
 POLL_S = 0.5
 """How often the event stream reads a run that executes in another process."""
 
@@ -93,7 +98,7 @@ class BadReview(ServiceError):
 
 
 class ManifestTooLarge(ServiceError):
-    """The manifest is over the size limit."""
+    """The manifest is past a limit: bytes, steps, nesting, values once read, YAML aliases."""
 
     status_code = 413
 
@@ -114,8 +119,15 @@ class PlanEntry(BaseModel):
     """The status when the last execution ended (the checkpointer has the truth)."""
     error: str | None = None
     """Why the last execution stopped early; None once an execution ends normally."""
+    halt_reason: str = ""
+    """Why the run was rejected before its first checkpoint (a manifest past the reading limits)."""
     created_at: str
     updated_at: str
+
+    @property
+    def thread_id(self) -> str:
+        """The run's thread in the checkpointer and the key of this entry."""
+        return scoped_id(self.tenant, self.run_id)
 
 
 # -- progress events --------------------------------------------------------------------------
@@ -130,7 +142,12 @@ class RunEvents:
         self.closed = False
 
     def publish(self, event: Mapping[str, Any]) -> None:
-        wire = {to_camel(key): value for key, value in event.items()}
+        wire = {
+            to_camel(key): truncate_middle(value, EVENT_TEXT_CHARS)
+            if isinstance(value, str)
+            else value
+            for key, value in event.items()
+        }
         self.history.append(wire)
         for queue in self.queues:
             queue.put_nowait(wire)
@@ -172,6 +189,7 @@ class PlanService:
         *,
         context: PlanContext,
         max_manifest_bytes: int,
+        manifest_limits: ManifestLimits,
         plan_shell: PlanShell = "off",
     ) -> None:
         self.runner = PlanRunner(checkpointer, context=context)
@@ -181,6 +199,7 @@ class PlanService:
         self.store = store
         self.locks = locks
         self.max_manifest_bytes = max_manifest_bytes
+        self.manifest_limits = manifest_limits
         self._running: set[str] = set()
         self._events: dict[str, RunEvents] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -189,14 +208,15 @@ class PlanService:
 
     async def start(self, tenant: str, body: PlanRunRequest) -> PlanRunStarted:
         """Create a run and start it in the background (202)."""
-        request = self._run_request(body)
-        if "manifest" in request:  # parsing is CPU work: off the event loop
+        request = await asyncio.to_thread(self._run_request, body)  # parsing takes up to ~1 s
+        if "manifest" in request:
             await asyncio.to_thread(self._check_operator_settings, request["manifest"])
         run_id = body.run_id or _new_id()
+        thread = scoped_id(tenant, run_id)
 
         async def claim() -> None:
-            if await self.store.aget(NAMESPACE, run_id) is not None or await self._has_thread(
-                run_id
+            if await self.store.aget(NAMESPACE, thread) is not None or await self._has_thread(
+                thread
             ):
                 raise RunConflict(f"plan run {run_id} exists already: choose another runId")
             stamp = now()
@@ -211,23 +231,23 @@ class PlanService:
             )
             await self._save(entry)
 
-        await self._launch(run_id, claim, lambda on_event: self._first_run(run_id, on_event))
+        await self._launch(thread, claim, lambda on_event: self._first_run(thread, on_event))
         return PlanRunStarted(run_id=run_id, status="running")
 
     async def detail(self, tenant: str, run_id: str) -> PlanRunDetail:
         """The run's report as the checkpointer holds it, plus executing / error."""
         entry = await self._entry(tenant, run_id)
-        report = await self._report(entry)
+        report = (await self._report(entry)).within()
         return PlanRunDetail(
             **report.model_dump(),
-            executing=await self.executing(run_id),
+            executing=await self.executing(entry.thread_id),
             error=entry.error,
         )
 
     async def review(self, tenant: str, run_id: str, body: PlanReviewRequest) -> PlanRunStarted:
         """Answer pending human reviews and continue the run in the background (202)."""
         entry = await self._entry(tenant, run_id)
-        if await self.executing(run_id):
+        if await self.executing(entry.thread_id):
             raise RunConflict(
                 f"plan run {run_id} is still executing; answer its reviews once it pauses"
             )
@@ -244,22 +264,25 @@ class PlanService:
                 )
 
         await self._launch(
-            run_id,
+            entry.thread_id,
             check,
-            lambda on_event: self._answer(run_id, decisions, entry.concurrency, on_event),
+            lambda on_event: self._answer(entry.thread_id, decisions, entry.concurrency, on_event),
         )
         return PlanRunStarted(run_id=run_id, status="running")
 
     async def resume(self, tenant: str, run_id: str) -> PlanRunStarted:
         """Continue a run that stopped early (a restart, a crash, a provider outage) (202)."""
         entry = await self._entry(tenant, run_id)
-        if await self.executing(run_id):
+        thread = entry.thread_id
+        if await self.executing(thread):
             raise RunConflict(f"plan run {run_id} is executing: nothing to resume")
 
         async def check() -> None:
             try:
-                report = await self.runner.areport(run_id)
+                report = await self.runner.areport(thread)
             except UnknownRunError:
+                if entry.halt_reason:
+                    raise RunConflict(f"plan run {run_id} is already rejected") from None
                 return  # the server stopped before the run's first checkpoint: start it again
             if report.pending_reviews:
                 waiting = ", ".join(sorted(r.step_id for r in report.pending_reviews))
@@ -271,13 +294,13 @@ class PlanService:
                 raise RunConflict(f"plan run {run_id} is already {report.status}")
 
         async def go(on_event: Callable[[dict], None]) -> PlanRunReport:
-            if not await self._has_thread(run_id):
-                return await self._first_run(run_id, on_event)
+            if not await self._has_thread(thread):
+                return await self._first_run(thread, on_event)
             return await self.runner.aresume(
-                run_id, concurrency=entry.concurrency, on_event=on_event
+                thread, concurrency=entry.concurrency, on_event=on_event
             )
 
-        await self._launch(run_id, check, go)
+        await self._launch(thread, check, go)
         return PlanRunStarted(run_id=run_id, status="running")
 
     async def events(self, tenant: str, run_id: str) -> AsyncIterator[dict[str, Any]]:
@@ -315,7 +338,7 @@ class PlanService:
     async def check(self, body: PlanRunRequest) -> ManifestCheck:
         """What the parser and the static critic say of a manifest, before anything runs (in a
         thread: a large manifest's parse must not hold up the event loop)."""
-        request = self._run_request(body)
+        request = await asyncio.to_thread(self._run_request, body)
         if "manifest" not in request:
             raise InvalidField("manifest", "give the manifest to check")
         return await asyncio.to_thread(check_manifest, request["manifest"], self.runner.context)
@@ -324,46 +347,48 @@ class PlanService:
 
     async def _launch(
         self,
-        run_id: str,
+        thread: str,
         check: Callable[[], Awaitable[None]],
         run: Callable[[Callable[[dict], None]], Awaitable[PlanRunReport]],
     ) -> None:
         """Start ``run`` in a background task once it holds the run's lock and ``check`` passed;
         a busy lock or a failed check is raised here (the request's answer), not in the task."""
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        task = asyncio.create_task(self._drive(run_id, check, run, ready), name=f"plan:{run_id}")
+        task = asyncio.create_task(self._drive(thread, check, run, ready), name=f"plan:{thread}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         await asyncio.shield(ready)
 
     async def _drive(
         self,
-        run_id: str,
+        thread: str,
         check: Callable[[], Awaitable[None]],
         run: Callable[[Callable[[dict], None]], Awaitable[PlanRunReport]],
         ready: asyncio.Future[None],
     ) -> None:
         try:
-            async with self._exclusive(run_id):
+            async with self._exclusive(thread):
                 await check()
-                events = self._events[run_id] = RunEvents()
+                events = self._events[thread] = RunEvents()
                 ready.set_result(None)
                 try:
                     report = await run(events.publish)
+                except ManifestError as exc:  # data the checkpointer could never hold
+                    await self._finished(thread, "rejected", None, halt_reason=str(exc))
                 except LLMUnavailable as exc:
                     log.warning(
-                        "plan run %s: model provider unavailable (%s); resumable", run_id, exc
+                        "plan run %s: model provider unavailable (%s); resumable", thread, exc
                     )
-                    await self._finished(run_id, None, f"model provider unavailable ({exc})")
+                    await self._finished(thread, None, f"model provider unavailable ({exc})")
                 except Exception as exc:
-                    log.exception("plan run %s: stopped by an error; resumable", run_id)
-                    await self._finished(run_id, None, f"{type(exc).__name__}: {exc}")
+                    log.exception("plan run %s: stopped by an error; resumable", thread)
+                    await self._finished(thread, None, f"{type(exc).__name__}: {exc}")
                 else:
-                    await self._finished(run_id, report.status, None)
+                    await self._finished(thread, report.status, None)
                 finally:
                     events.close()
-                    if self._events.get(run_id) is events:
-                        del self._events[run_id]
+                    if self._events.get(thread) is events:
+                        del self._events[thread]
         except asyncio.CancelledError:
             if not ready.done():
                 ready.cancel()
@@ -372,76 +397,79 @@ class PlanService:
             if not ready.done():
                 ready.set_exception(exc)
             else:
-                log.exception("plan run %s: could not record the end of the run", run_id)
+                log.exception("plan run %s: could not record the end of the run", thread)
 
-    async def _first_run(self, run_id: str, on_event: Callable[[dict], None]) -> PlanRunReport:
-        item = await self.store.aget(NAMESPACE, run_id)
+    async def _first_run(self, thread: str, on_event: Callable[[dict], None]) -> PlanRunReport:
+        item = await self.store.aget(NAMESPACE, thread)
         entry = PlanEntry.model_validate(item.value)
         # The body says which it is: a goal that names a file on the server is never read as one.
         return await self.runner.arun(
             manifest=entry.request.get("manifest"),
             goal=entry.request.get("goal"),
-            run_id=run_id,
+            run_id=entry.run_id,
+            thread_id=thread,
             concurrency=entry.concurrency,
             on_event=on_event,
         )
 
     async def _answer(
         self,
-        run_id: str,
+        thread: str,
         decisions: Mapping[str, ReviewDecision],
         concurrency: int,
         on_event: Callable[[dict], None],
     ) -> PlanRunReport:
         try:
             return await self.runner.aresume(
-                run_id, decisions, concurrency=concurrency, on_event=on_event
+                thread, decisions, concurrency=concurrency, on_event=on_event
             )
         except NoPendingReviewError as exc:  # checked under the lock; kept for safety
             raise BadReview(str(exc)) from exc
 
-    async def _finished(self, run_id: str, status: str | None, error: str | None) -> None:
-        item = await self.store.aget(NAMESPACE, run_id)
+    async def _finished(
+        self, thread: str, status: str | None, error: str | None, *, halt_reason: str = ""
+    ) -> None:
+        item = await self.store.aget(NAMESPACE, thread)
         if item is None:
             return
         entry = PlanEntry.model_validate(item.value)
-        update: dict[str, Any] = {"error": error, "updated_at": now()}
+        update: dict[str, Any] = {"error": error, "halt_reason": halt_reason, "updated_at": now()}
         if status is not None:
             update["status"] = status
         await self._save(entry.model_copy(update=update))
 
     @asynccontextmanager
-    async def _exclusive(self, run_id: str) -> AsyncIterator[None]:
+    async def _exclusive(self, thread: str) -> AsyncIterator[None]:
         """Hold the run's lock now, or raise RunConflict (no waiting: the run may take hours).
 
         In this process a set of executing runs; across processes (PostgreSQL) the advisory lock
-        that ``locks.hold("plan:<run id>")`` would take, tried instead of waited for, and released
+        that ``locks.hold("plan:<thread id>")`` would take, tried instead of waited for, and released
         at the end (or with a killed process's session).
         """
-        busy = RunConflict(f"plan run {run_id} is executing; try again once it stops or pauses")
-        if run_id in self._running:
+        busy = RunConflict("the plan run is executing; try again once it stops or pauses")
+        if thread in self._running:
             raise busy
-        self._running.add(run_id)
+        self._running.add(thread)
         try:
             async with AsyncExitStack() as held:
                 if isinstance(self.locks, PostgresLocks):
                     try:
                         await held.enter_async_context(
-                            self.locks.holding(_lock_key(run_id), wait=False)
+                            self.locks.holding(_lock_key(thread), wait=False)
                         )
                     except TaskBusy as exc:  # only the lock's own wait: the run's errors pass
                         raise busy from exc
                 yield
         finally:
-            self._running.discard(run_id)
+            self._running.discard(thread)
 
-    async def executing(self, run_id: str) -> bool:
+    async def executing(self, thread: str) -> bool:
         """True when a server process is executing the run right now."""
-        if run_id in self._running:
+        if thread in self._running:
             return True
         if not isinstance(self.locks, PostgresLocks):
             return False  # SQLite: one process
-        return await self.locks.held(_lock_key(run_id))
+        return await self.locks.held(_lock_key(thread))
 
     async def aclose(self) -> None:
         """Stop executing runs (they stay resumable) before the storage closes."""
@@ -454,14 +482,14 @@ class PlanService:
 
     async def _follow(self, entry: PlanEntry) -> AsyncIterator[dict[str, Any]]:
         run_id = entry.run_id
-        events = self._events.get(run_id)
+        events = self._events.get(entry.thread_id)
         if events is not None:
             async for event in events.follow():
                 yield event
         else:
             seen: set[str] = set()
             while True:
-                executing = await self.executing(run_id)
+                executing = await self.executing(entry.thread_id)
                 report = await self._report(entry)
                 for step_id, result in report.steps.items():
                     if step_id not in seen and result.status in FINISHED_STATUSES:
@@ -473,12 +501,12 @@ class PlanService:
                             "status": result.status,
                             "verificationStatus": result.verification_status,
                             "attempts": len(result.attempts),
-                            "diagnosis": result.diagnosis,
+                            "diagnosis": truncate_middle(result.diagnosis, EVENT_TEXT_CHARS),
                         }
                 if not executing:
                     break
                 await asyncio.sleep(POLL_S)
-        item = await self.store.aget(NAMESPACE, run_id)
+        item = await self.store.aget(NAMESPACE, entry.thread_id)
         latest = PlanEntry.model_validate(item.value) if item else entry
         report = await self._report(latest)
         end = {"event": "end", "runId": run_id, "status": report.status}
@@ -507,27 +535,31 @@ class PlanService:
 
     async def _report(self, entry: PlanEntry) -> PlanRunReport:
         try:
-            return await self.runner.areport(entry.run_id)
-        except UnknownRunError:  # created, but stopped before its first checkpoint
-            return PlanRunReport(run_id=entry.run_id, status="running", goal=entry.goal)
+            return await self.runner.areport(entry.thread_id)
+        except UnknownRunError:  # created, but stopped (or rejected) before its first checkpoint
+            status = "rejected" if entry.halt_reason else "running"
+            return PlanRunReport(
+                run_id=entry.run_id, status=status, goal=entry.goal, halt_reason=entry.halt_reason
+            )
 
     async def _entry(self, tenant: str, run_id: str) -> PlanEntry:
-        item = await self.store.aget(NAMESPACE, run_id)
+        item = await self.store.aget(NAMESPACE, scoped_id(tenant, run_id))
         entry = PlanEntry.model_validate(item.value) if item else None
         if entry is None or entry.tenant != tenant:  # unknown, or another tenant's: the same answer
             raise RunNotFound(f"unknown plan run {run_id}")
         return entry
 
     async def _save(self, entry: PlanEntry) -> None:
-        await self.store.aput(NAMESPACE, entry.run_id, entry.model_dump())
+        await self.store.aput(NAMESPACE, entry.thread_id, entry.model_dump())
 
-    async def _has_thread(self, run_id: str) -> bool:
-        config = {"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}
+    async def _has_thread(self, thread: str) -> bool:
+        config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
         return await self.runner.checkpointer.aget_tuple(config) is not None
 
     def _run_request(self, body: PlanRunRequest) -> dict[str, Any]:
-        """``{"manifest"?, "goal"?}`` for the graph; 422 / 413 for what cannot start. Whether the
-        manifest parses and can run is the plan node's call: a run rejected with located problems."""
+        """``{"manifest"?, "goal"?}`` for the graph; 422 / 413 for what cannot start (413: a
+        manifest past a size or reading limit, located). Whether the manifest parses and can run
+        is the plan node's call: a run rejected with located problems."""
         goal = (body.goal or "").strip()
         manifest = body.manifest
         if manifest is None:
@@ -545,6 +577,12 @@ class PlanService:
                 f"manifest is {size} bytes; the limit is {self.max_manifest_bytes} bytes "
                 "(VERILOOP_MAX_DOM_BYTES)"
             )
+        try:  # bounded: what is past a limit is refused here, the rest is the plan node's call
+            load_manifest(manifest, origin="user", limits=self.manifest_limits)
+        except ManifestError as exc:
+            too_large = [p.message for p in exc.problems if p.rule == "too_large"]
+            if too_large:
+                raise ManifestTooLarge("; ".join(too_large)) from None
         return {"manifest": manifest, **({"goal": goal} if goal else {})}
 
     def _check_operator_settings(self, raw: Any) -> None:
@@ -552,7 +590,9 @@ class PlanService:
         reject one that does not parse: that is its call, with located problems)."""
         context = self.runner.context
         try:
-            manifest = load_manifest(raw, origin="user", max_depth=context.max_depth)
+            manifest = load_manifest(
+                raw, origin="user", max_depth=context.max_depth, limits=self.manifest_limits
+            )
         except ManifestError:
             return
         passed = {name.strip() for name in context.pass_env.split(",")}
@@ -615,8 +655,8 @@ def _all_agents(manifest: Manifest, where: str = "") -> Iterator[tuple[str, str,
             yield from _all_agents(step.plan, f"{where}plan step {step.id!r}: ")
 
 
-def _lock_key(run_id: str) -> str:
-    return f"plan:{run_id}"
+def _lock_key(thread: str) -> str:
+    return f"plan:{thread}"
 
 
 def _new_id() -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import get_args
 
 from veriloop.context import PlanContext
+from veriloop.engines.plan.manifest import ManifestLimits
 from veriloop.schemas.manifest import PlanShell
 from veriloop.server.tenants import load_api_keys
 
@@ -32,6 +33,8 @@ class Settings:
     """How long a request waits for another request on the same task before answering 409."""
     step_deadline_s: float = 60.0
     """The longest one step's graph run may take (all its model calls and retries); past it, 503."""
+    max_manifest_steps: int = 500
+    """Steps a plan manifest sent over HTTP may have, nested plans' included; more answers 413."""
     pg_pool_size: int = 8
     """PostgreSQL connections for checkpoints and the task index (per process)."""
     page_processes: int = field(default_factory=lambda: default_page_processes(os.cpu_count()))
@@ -72,6 +75,12 @@ class Settings:
             or "veriloop.sqlite"
         )
 
+    @property
+    def manifest_limits(self) -> ManifestLimits:
+        """How much reading a manifest sent over HTTP may take: no YAML anchors or aliases at all,
+        at most ``max_manifest_steps`` steps, the default nesting and size."""
+        return ManifestLimits(max_aliases=0, max_steps=self.max_manifest_steps)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Settings from ``VERILOOP_*`` variables (see docs/service.md)."""
@@ -86,6 +95,9 @@ class Settings:
             retry_after_s=int(env.get("VERILOOP_RETRY_AFTER_S") or defaults.retry_after_s),
             lock_timeout_s=float(env.get("VERILOOP_LOCK_TIMEOUT_S") or defaults.lock_timeout_s),
             step_deadline_s=float(env.get("VERILOOP_STEP_DEADLINE_S") or defaults.step_deadline_s),
+            max_manifest_steps=int(
+                env.get("VERILOOP_MAX_MANIFEST_STEPS") or defaults.max_manifest_steps
+            ),
             pg_pool_size=int(env.get("VERILOOP_PG_POOL_SIZE") or defaults.pg_pool_size),
             page_processes=int(env.get("VERILOOP_PAGE_PROCESSES") or defaults.page_processes),
             plan_shell=env.get("VERILOOP_PLAN_SHELL") or defaults.plan_shell,  # type: ignore[arg-type]

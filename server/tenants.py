@@ -79,6 +79,15 @@ def warn_if_open(api_keys: Mapping[str, str]) -> None:
     )
 
 
+def scoped_id(tenant: str, name: str) -> str:
+    """A client-chosen id inside its tenant's namespace, for threads and locks: ``<tenant>:<name>``.
+
+    A tenant name never holds ``:`` (it is what follows an API key's last ``:``), so two tenants'
+    ids never meet, and none meets a task's thread (a bare hexadecimal uuid).
+    """
+    return f"{tenant}:{name}"
+
+
 def tenant_for(api_keys: Mapping[str, str], key: str | None) -> str:
     """The tenant of an API key; 401 when it is missing or unknown (no keys configured: the local tenant)."""
     if not api_keys:

@@ -354,12 +354,25 @@ def serve(
             "service environment, the workspace the only writable folder) or host (unsandboxed).",
         ),
     ] = None,
+    max_manifest_steps: Annotated[
+        int | None,
+        typer.Option(
+            "--max-manifest-steps",
+            min=1,
+            help="Steps a plan manifest sent over HTTP may have, nested plans' included "
+            "(default VERILOOP_MAX_MANIFEST_STEPS, else 500); more answers 413.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the interact API (POST /api/agent/interact) and the task API."""
     from veriloop.server.main import serve as serve_api
 
+    # Workers read their settings from the environment.
     if plan_shell:
-        os.environ["VERILOOP_PLAN_SHELL"] = plan_shell  # workers read Settings from the environment
+        os.environ["VERILOOP_PLAN_SHELL"] = plan_shell
+    if max_manifest_steps is not None:
+        os.environ["VERILOOP_MAX_MANIFEST_STEPS"] = str(max_manifest_steps)
+
     if not database_url and not os.environ.get("VERILOOP_DATABASE_URL"):
         folder = data_dir or default_data_dir()
         folder.mkdir(parents=True, exist_ok=True)

@@ -529,6 +529,14 @@ def run_command(
     concurrency: Annotated[
         int, typer.Option("--concurrency", min=1, help="Steps of one level run at once, at most.")
     ] = 4,
+    max_steps: Annotated[
+        int | None,
+        typer.Option(
+            "--max-steps",
+            min=1,
+            help="Refuse a manifest with more steps, nested plans' included (default: no limit).",
+        ),
+    ] = None,
     model: Annotated[
         list[str] | None,
         typer.Option(
@@ -575,7 +583,7 @@ def run_command(
 ) -> None:
     """Run a manifest (or a plan written from --goal); exit 0 only when every step's checks passed."""
     from veriloop.context import cli_settings
-    from veriloop.engines.plan.manifest import ManifestError, load_manifest
+    from veriloop.engines.plan.manifest import ManifestError, ManifestLimits, load_manifest
     from veriloop.engines.plan.sandbox import bwrap_problem
     from veriloop.llm import LLMUnavailable
     from veriloop.nodes.plan.support import tool_registry
@@ -608,7 +616,11 @@ def run_command(
                 raise UsageError(f"no such manifest file: {file}")
             try:
                 manifest = load_manifest(
-                    file, origin="user", tools=names, max_depth=context.max_depth
+                    file,
+                    origin="user",
+                    tools=names,
+                    max_depth=context.max_depth,
+                    limits=ManifestLimits(max_steps=max_steps),
                 )
             except ManifestError as exc:
                 hint = ""

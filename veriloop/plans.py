@@ -31,7 +31,14 @@ from langgraph.types import Command
 
 from veriloop.context import PlanContext
 from veriloop.engines.plan.critic import static_review
-from veriloop.engines.plan.manifest import ManifestError, load_manifest, looks_like_manifest
+from veriloop.engines.plan.manifest import (
+    ManifestError,
+    ManifestLimits,
+    load_manifest,
+    load_yaml,
+    looks_like_manifest,
+    read_manifest_data,
+)
 from veriloop.engines.plan.planning import rejection_critique
 from veriloop.graph.plan import build_plan_graph
 from veriloop.graph.plan_io import state_to_report
@@ -83,19 +90,23 @@ class PlanRunner:
         run_id: str | None = None,
         concurrency: int = 4,
         on_event: EventHandler | None = None,
+        thread_id: str | None = None,
     ) -> PlanRunReport:
         """Run a manifest (a file, YAML/JSON text, a mapping, a Manifest) or a goal to its end or
         to its first human review.
 
         ``manifest_or_goal`` guesses which one a string is (see :func:`plan_input`); say it with
         ``manifest=`` or ``goal=`` (alone: the meta-planner writes the manifest) to leave no doubt.
+        ``thread_id``: the run's thread in the checkpointer (default: the run id; the service
+        keeps each tenant's runs apart this way).
         """
         run_id = run_id or uuid.uuid4().hex
-        if await self._values(run_id):
+        thread_id = thread_id or run_id
+        if await self._values(thread_id):
             raise ValueError(f"plan run {run_id!r} exists already: use aresume() to continue it")
         graph_input = {"run_id": run_id, "depth": 1, **run_input(manifest_or_goal, manifest, goal)}
-        await self._stream(graph_input, run_id, concurrency, on_event)
-        return await self.areport(run_id)
+        await self._stream(graph_input, thread_id, concurrency, on_event)
+        return await self.areport(thread_id)
 
     async def aresume(
         self,
@@ -106,7 +117,8 @@ class PlanRunner:
         on_event: EventHandler | None = None,
     ) -> PlanRunReport:
         """Answer pending reviews (step id -> ``{"approved": bool, "comment": str}``), or, with no
-        decisions, continue a run that stopped (a crash, a provider outage) where it was."""
+        decisions, continue a run that stopped (a crash, a provider outage) where it was.
+        ``run_id`` is the run's thread id when it was started with one."""
         report = await self.areport(run_id)
         if decisions:
             pending = {review.step_id: review for review in report.pending_reviews}
@@ -128,7 +140,7 @@ class PlanRunner:
         return await self.areport(run_id)
 
     async def areport(self, run_id: str) -> PlanRunReport:
-        """The run as the checkpointer holds it."""
+        """The run as the checkpointer holds it (``run_id``: its thread id, when it has its own)."""
         snapshot = await self.graph.aget_state(_config(run_id), subgraphs=True)
         if not snapshot.values:
             raise UnknownRunError(run_id)
@@ -236,11 +248,17 @@ def plan_input(
 
 
 def _manifest_input(manifest: str | Path | Mapping[str, Any] | Manifest) -> dict[str, Any]:
-    """``{"manifest": ...}``: text and mappings as given (the plan node parses them), a file read."""
+    """``{"manifest": ...}``: text and mappings as given (the plan node parses them), a file read.
+
+    Raises :class:`~veriloop.engines.plan.manifest.ManifestError` for data past the reading limits.
+    """
     if isinstance(manifest, Manifest):
         return {"manifest": manifest.model_dump(by_alias=False)}
     if isinstance(manifest, Path):
         return {"manifest": manifest.read_text(encoding="utf-8")}
+    if isinstance(manifest, Mapping | list):
+        # Data too deep or too large for the checkpointer's encoder: refused before the run exists.
+        read_manifest_data(manifest)
     if isinstance(manifest, Mapping):
         return {"manifest": dict(manifest)}
     return {"manifest": manifest}
@@ -316,7 +334,9 @@ def _reads_as_manifest(text: str) -> bool:
     if stripped.startswith("```"):
         return True
     try:
-        return looks_like_manifest(yaml.safe_load(stripped))
+        return looks_like_manifest(load_yaml(stripped, origin="manifest", limits=ManifestLimits()))
+    except ManifestError:
+        return True  # past the reading limits: the plan node rejects it, located
     except yaml.YAMLError:
         return False
 

@@ -40,6 +40,7 @@ RULES = (
     "unknown_agent",
     "unknown_tool",
     "too_deep",
+    "too_large",
     "invalid",
 )
 """Every rule a :class:`Problem` can name."""
@@ -73,6 +74,25 @@ class ManifestError(ValueError):
             lines = "\n".join(f"- {p.message}" for p in self.problems)
             text = f"invalid manifest ({len(self.problems)} problems):\n{lines}"
         super().__init__(text)
+
+
+@dataclass(frozen=True)
+class ManifestLimits:
+    """How much one manifest may take to read, checked before anything recursive sees it.
+
+    Text is scanned first (JSON brackets, or YAML's event stream, both without recursion); data
+    given as objects is walked iteratively. A manifest past a limit is refused with a located
+    ``too_large`` problem, whatever else is wrong with it.
+    """
+
+    max_aliases: int = 64
+    """YAML aliases (``*name``, merge keys included); 0 refuses anchors and aliases altogether."""
+    max_nesting: int = 64
+    """Levels of lists and mappings (a nested plan's steps sit three levels below its step)."""
+    max_values: int = 100_000
+    """Values (scalars, lists, mappings) with every YAML alias expanded: the size once read."""
+    max_steps: int | None = None
+    """Steps, nested plans' included; None: no limit."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -138,6 +158,153 @@ def _yaml_error(exc: yaml.YAMLError, origin: str) -> Problem:
     return Problem("invalid", f"{origin}: not valid YAML{where}: {problem}")
 
 
+# --------------------------------------------------------------------------------------------
+# Bounded reading: nothing recursive (json, yaml's composer, normalisation) sees data past a limit
+
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+_MAX_EMBEDDED_TRIES = 64
+"""Brackets in prose tried as the start of an embedded JSON manifest."""
+_SHOWN_PATH_PARTS = 8
+
+
+def _too_large(origin: str, where: str, what: str) -> ManifestError:
+    return ManifestError([Problem("too_large", f"{origin}{where}: {what}")])
+
+
+def _line_col(text: str, offset: int) -> str:
+    line_start = text.rfind("\n", 0, offset) + 1
+    return f" (line {text.count(chr(10), 0, offset) + 1}, column {offset - line_start + 1})"
+
+
+def _check_json_nesting(text: str, origin: str, limits: ManifestLimits) -> None:
+    """Refuse JSON text nested deeper than the limit, scanning its brackets (strings skipped)."""
+    depth = 0
+    for match in _JSON_TOKEN.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > limits.max_nesting:
+                where = _line_col(text, match.start())
+                raise _too_large(origin, where, _nesting_message(limits))
+        elif token in "]}":
+            depth = max(depth - 1, 0)
+
+
+def _nesting_message(limits: ManifestLimits) -> str:
+    return f"lists and mappings nested deeper than {limits.max_nesting} levels"
+
+
+def _values_message(limits: ManifestLimits) -> str:
+    return f"more than {limits.max_values} values once read (YAML aliases expanded)"
+
+
+def load_json(text: str, *, origin: str, limits: ManifestLimits) -> Any:
+    """JSON text as data, its nesting checked first (``json.loads`` recurses per level)."""
+    if text.lstrip()[:1] in ("[", "{"):
+        _check_json_nesting(text, origin, limits)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # a number past Python's 4300 digits
+        raise ManifestError([_unreadable(exc, origin, "JSON")]) from None
+
+
+def _unreadable(exc: ValueError, origin: str, language: str) -> Problem:
+    """A value the parser's constructor refused (a 5000-digit number, a date with month 13)."""
+    return Problem("invalid", f"{origin}: not valid {language}: {str(exc).split(';')[0]}")
+
+
+def _check_yaml_events(text: str, origin: str, limits: ManifestLimits) -> None:
+    """Refuse YAML past the limits from its event stream (yaml's parser is not recursive; its
+    composer is): aliases counted, nesting measured, values counted with each alias worth the
+    size of what its anchor names (an alias bomb is refused before it is expanded)."""
+    aliases = values = 0
+    sizes: dict[str, int] = {}
+    open_collections: list[tuple[str | None, int]] = []  # (anchor, values before it)
+    for event in yaml.parse(text, Loader=_YAML_LOADER):
+        mark = event.start_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})"
+        if isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > limits.max_aliases:
+                raise _too_large(origin, where, _alias_message(limits))
+            if any(anchor == event.anchor for anchor, _ in open_collections):
+                raise _too_large(origin, where, "a YAML alias inside what its anchor names")
+            values += sizes.get(event.anchor, 1)  # an unknown one is yaml's error, found next
+        elif isinstance(event, yaml.NodeEvent):
+            if event.anchor is not None and limits.max_aliases == 0:
+                raise _too_large(origin, where, _alias_message(limits))
+            values += 1
+            if isinstance(event, yaml.CollectionStartEvent):
+                open_collections.append((event.anchor, values - 1))
+                if len(open_collections) > limits.max_nesting:
+                    raise _too_large(origin, where, _nesting_message(limits))
+            elif event.anchor is not None:
+                sizes[event.anchor] = 1
+        elif isinstance(event, yaml.CollectionEndEvent):
+            anchor, before = open_collections.pop()
+            if anchor is not None:
+                sizes[anchor] = values - before
+        if values > limits.max_values:
+            raise _too_large(origin, where, _values_message(limits))
+
+
+def _alias_message(limits: ManifestLimits) -> str:
+    if limits.max_aliases == 0:
+        return "YAML anchors and aliases are not accepted here"
+    return f"more than {limits.max_aliases} YAML aliases"
+
+
+def load_yaml(text: str, *, origin: str, limits: ManifestLimits) -> Any:
+    """YAML text as data, refused (``too_large``) past the limits before it is composed."""
+    _check_yaml_events(text, origin, limits)
+    try:
+        return yaml.load(text, Loader=_YAML_LOADER)
+    except yaml.YAMLError:
+        raise
+    except ValueError as exc:
+        raise ManifestError([_unreadable(exc, origin, "YAML")]) from None
+
+
+def _check_data(data: Any, origin: str, limits: ManifestLimits) -> None:
+    """Refuse already-parsed data past the limits, walking it without recursion (a shared or
+    self-containing object counts each time it is reached, so the walk ends at the value limit)."""
+    values = 0
+    stack: list[tuple[Any, int, tuple]] = [(data, 1, ())]  # path as (key, parent path) pairs
+    while stack:
+        value, depth, path = stack.pop()
+        values += 1
+        if values > limits.max_values:
+            raise _too_large(origin, _data_path(path), _values_message(limits))
+        if isinstance(value, Mapping):
+            children = value.items()
+        elif isinstance(value, list | tuple):
+            children = enumerate(value)
+        else:
+            continue
+        if depth > limits.max_nesting:
+            raise _too_large(origin, _data_path(path), _nesting_message(limits))
+        stack.extend((child, depth + 1, (key, path)) for key, child in children)
+
+
+def _data_path(path: tuple) -> str:
+    parts: list[Any] = []
+    while path:
+        key, path = path
+        parts.append(key)
+    parts.reverse()
+    shown = _format_loc(tuple(parts[:_SHOWN_PATH_PARTS]))
+    return (
+        f" at {shown.lstrip('.')}{'...' if len(parts) > _SHOWN_PATH_PARTS else ''}" if parts else ""
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Reading text, files and fences
+
+
 def looks_like_manifest(data: Any) -> bool:
     """Parsed YAML/JSON that is a manifest: a list of steps, or a mapping with a steps (or wrapper) key."""
     if isinstance(data, list):
@@ -149,60 +316,65 @@ def looks_like_manifest(data: Any) -> bool:
 
 
 def _embedded_json(text: str) -> Any:
-    """The first JSON object or array written inside prose, or None."""
+    """The first JSON object or array written inside prose, or None (the first few brackets tried;
+    the text's nesting was checked, but a bracket inside a string may start a deeper decode)."""
     decoder = json.JSONDecoder()
-    for match in re.finditer(r"[{\[]", text):
+    for match, _ in zip(re.finditer(r"[{\[]", text), range(_MAX_EMBEDDED_TRIES), strict=False):
         try:
             value, _ = decoder.raw_decode(text, match.start())
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, too deep, or a number too long
             continue
         if looks_like_manifest(value):
             return value
     return None
 
 
-def _parse_block(text: str, lang: str, origin: str) -> Any:
+def _parse_block(text: str, lang: str, origin: str, limits: ManifestLimits) -> Any:
     """A fenced block's content: JSON, else YAML (YAML reads most near-JSON too)."""
     try:
-        return json.loads(text)
+        return load_json(text, origin=origin, limits=limits)
     except json.JSONDecodeError as exc:
         json_problem = _json_error(exc, origin)
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text, origin=origin, limits=limits)
     except yaml.YAMLError as exc:
         raise ManifestError(
             [json_problem if lang == "json" else _yaml_error(exc, origin)]
         ) from None
 
 
-def parse_manifest_text(text: str, *, origin: str = "manifest") -> Any:
+def parse_manifest_text(
+    text: str, *, origin: str = "manifest", limits: ManifestLimits = ManifestLimits()
+) -> Any:
     """The data a manifest text holds, before normalisation.
 
     Rule: a fenced code block wins (the first tagged json/yaml/yml, else the first block; an
     unclosed fence runs to the end of the text); otherwise the whole text as JSON, then as YAML
     when that gives a manifest-looking mapping or list, then the first manifest-looking JSON object
-    embedded in prose. Anything else is an ``invalid`` problem.
+    embedded in prose. Anything else is an ``invalid`` problem; text past ``limits`` is a
+    ``too_large`` one.
     """
     blocks = [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
     if blocks:
         tagged = [b for b in blocks if b[0] in ("json", "yaml", "yml")]
         lang, body = (tagged or blocks)[0]
-        return _parse_block(body, lang, f"{origin} (```{lang or ''} block)")
+        return _parse_block(body, lang, f"{origin} (```{lang or ''} block)", limits)
     stripped = text.strip()
     if not stripped:
         raise ManifestError([Problem("invalid", f"{origin}: empty manifest text")])
     try:
-        return json.loads(stripped)
+        return load_json(stripped, origin=origin, limits=limits)
     except json.JSONDecodeError as exc:
         json_problem = _json_error(exc, origin)
     yaml_problem: Problem | None = None
     data: Any = None
     try:
-        data = yaml.safe_load(stripped)
+        data = load_yaml(stripped, origin=origin, limits=limits)
     except yaml.YAMLError as exc:
         yaml_problem = _yaml_error(exc, origin)
     if looks_like_manifest(data):
         return data
+    _check_json_nesting(stripped, origin, limits)
     embedded = _embedded_json(stripped)
     if embedded is not None:
         return embedded
@@ -215,8 +387,12 @@ def parse_manifest_text(text: str, *, origin: str = "manifest") -> Any:
     raise ManifestError([Problem("invalid", f"{origin}: no manifest found in the text")])
 
 
-def _read_source(source: Any) -> Any:
+def read_manifest_data(
+    source: Any, *, origin: str = "manifest", limits: ManifestLimits = ManifestLimits()
+) -> Any:
+    """The data a manifest source holds (text, a path, or parsed data), within ``limits``."""
     if isinstance(source, Mapping | list):
+        _check_data(source, origin, limits)
         return source
     if isinstance(source, Path):
         try:
@@ -228,22 +404,22 @@ def _read_source(source: Any) -> Any:
         suffix = source.suffix.lower()
         if suffix == ".json":
             try:
-                return json.loads(text)
+                return load_json(text, origin=str(source), limits=limits)
             except json.JSONDecodeError as exc:
                 raise ManifestError([_json_error(exc, str(source))]) from None
         if suffix in (".yaml", ".yml"):
             try:
-                return yaml.safe_load(text)
+                return load_yaml(text, origin=str(source), limits=limits)
             except yaml.YAMLError as exc:
                 raise ManifestError([_yaml_error(exc, str(source))]) from None
-        return parse_manifest_text(text, origin=str(source))
+        return parse_manifest_text(text, origin=str(source), limits=limits)
     if isinstance(source, str):
-        return parse_manifest_text(source)
+        return parse_manifest_text(source, origin=origin, limits=limits)
     raise ManifestError(
         [
             Problem(
                 "invalid",
-                f"manifest: expected text, a path or a mapping, got {type(source).__name__}",
+                f"{origin}: expected text, a path or a mapping, got {type(source).__name__}",
             )
         ]
     )
@@ -449,9 +625,11 @@ def _norm_agent(raw: Any) -> Any:
 class _Reader:
     """One normalisation pass: collects problems while it builds the manifest."""
 
-    def __init__(self, origin: str):
+    def __init__(self, origin: str, max_steps: int | None = None):
         self.origin = origin
         self.problems: list[Problem] = []
+        self.max_steps = max_steps
+        self.steps_read = 0
 
     def manifest(
         self, raw: Any, prefix: str, depth: int, inherited: frozenset[str] = frozenset()
@@ -573,6 +751,16 @@ class _Reader:
             raw = items
         if not isinstance(raw, list | tuple):
             self.problems.append(Problem("invalid", f"{prefix}steps: expected a list of steps"))
+            return []
+        self.steps_read += len(raw)
+        if self.max_steps is not None and self.steps_read > self.max_steps:
+            self.problems.append(
+                Problem(
+                    "too_large",
+                    f"{prefix}steps: more than {self.max_steps} steps in the manifest "
+                    "(nested plans' steps included)",
+                )
+            )
             return []
         steps = []
         for index, item in enumerate(raw):
@@ -726,6 +914,7 @@ def load_manifest(
     origin: str = "user",
     tools: Collection[str] | None = None,
     max_depth: int = DEFAULT_MAX_DEPTH,
+    limits: ManifestLimits = ManifestLimits(),
 ) -> Manifest:
     """Read a manifest leniently, check it, and return it normalised (or raise :class:`ManifestError`).
 
@@ -754,9 +943,13 @@ def load_manifest(
     - nested ``plan:`` read recursively with the same rules.
 
     Unknown keys are ignored. ``origin`` is forced on every step, nested ones included.
+
+    ``limits`` bound the reading (:class:`ManifestLimits`): YAML aliases, nesting, values once
+    read and steps; a manifest past one is a ``too_large`` problem, found before anything
+    recursive reads it.
     """
-    raw = _read_source(source)
-    reader = _Reader(origin)
+    raw = read_manifest_data(source, limits=limits)
+    reader = _Reader(origin, limits.max_steps)
     manifest = reader.manifest(raw, "", 1)
     return _finish(reader, manifest, tools, max_depth)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from langgraph.runtime import Runtime
@@ -24,8 +25,12 @@ async def plan(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
         return {**started, "model": ctx.model}
     if state.get("manifest") is not None:
         try:
-            manifest = load_manifest(
-                state["manifest"], origin="user", tools=tools, max_depth=ctx.max_depth
+            manifest = await asyncio.to_thread(  # a large manifest: off the event loop
+                load_manifest,
+                state["manifest"],
+                origin="user",
+                tools=tools,
+                max_depth=ctx.max_depth,
             )
         except ManifestError as exc:
             return {

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import yaml
 
 from veriloop.engines.plan.manifest import (
     ManifestError,
+    ManifestLimits,
     Problem,
     apply_repair,
     dependency_levels,
@@ -728,3 +731,109 @@ def test_deprecated_on_failure_spellings_are_rewritten_wherever_a_step_is_valida
     assert ManifestStep(id="s", executor="llm", on_failure="skip").on_failure == "continue"
     assert StepDraft(id="s", on_failure="skip").on_failure == "continue"
     assert ManifestStep(id="s", executor="llm").on_failure == "halt_if_critical"
+
+
+# -- reading limits: hostile manifests are refused, located, before anything recursive reads them
+
+REPO = Path(__file__).resolve().parents[2]
+HOSTILE = """
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # a bomb that expands dies here
+from benchmarks import hostile_manifests as h
+from veriloop.engines.plan.manifest import ManifestError, ManifestLimits, load_manifest
+
+lists = []
+deepest = lists
+for _ in range(10_000):
+    deepest.append([])
+    deepest = deepest[0]
+cases = {
+    "alias_bomb": (h.alias_bomb(), ManifestLimits()),
+    "alias_bomb_no_aliases": (h.alias_bomb(), ManifestLimits(max_aliases=0)),
+    "lists_10k_text": (h.nested_lists(10_000), ManifestLimits()),
+    "lists_10k_data": ({"steps": [{"id": "a", "command": "true", "input": lists}]}, ManifestLimits()),
+    "yaml_block_1500": (h.yaml_block(1500), ManifestLimits()),
+    "object_900": (json.loads(h.nested_objects(900)), ManifestLimits()),
+    "fenced_lists_10k": ("```json\\n" + h.nested_lists(10_000) + "\\n```", ManifestLimits()),
+    "prose_lists_10k": ("Here it is: " + h.nested_lists(10_000), ManifestLimits()),
+    "shell_steps_1000": (h.chained_shell_steps(1000), ManifestLimits(max_steps=500)),
+}
+found = {}
+for name, (source, limits) in cases.items():
+    try:
+        load_manifest(source, limits=limits)
+        found[name] = None
+    except ManifestError as exc:
+        found[name] = [(p.rule, p.message) for p in exc.problems]
+print(json.dumps(found))
+"""
+
+
+def test_hostile_manifests_are_refused_located_in_bounded_memory():
+    """Each bomb of issue 29 is a ``too_large`` problem with a location, in a process that may
+    not pass 1 GB (before the limits, the alias bomb took 14.6 GB and nesting a RecursionError)."""
+    run = subprocess.run(
+        [sys.executable, "-c", HOSTILE],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    found = json.loads(run.stdout)
+    where = {
+        "alias_bomb": "manifest (line 6, column 14): more than 100000 values",  # a5 expanded
+        "alias_bomb_no_aliases": "manifest (line 1, column 5): YAML anchors and aliases are not",
+        "lists_10k_text": "manifest (line 1, column 116): lists and mappings nested deeper than 64",
+        "lists_10k_data": "manifest at steps[0].input[0][0][0][0][0]...: lists and mappings nested",
+        "yaml_block_1500": "manifest (line 5, column 129): lists and mappings nested deeper than 64",
+        "object_900": "manifest at steps[0].input.a.a.a.a.a...: lists and mappings nested",
+        "fenced_lists_10k": "manifest (```json block) (line 1, column 116): lists and mappings",
+        "prose_lists_10k": "manifest (line 1, column 128): lists and mappings nested deeper",
+        "shell_steps_1000": "steps: more than 500 steps in the manifest",
+    }
+    for name, start in where.items():
+        assert found[name] is not None, f"{name} was accepted"
+        [(rule, message)] = found[name]
+        assert rule == "too_large" and message.startswith(start), (name, message)
+
+
+def test_limits_leave_ordinary_manifests_alone():
+    anchored = "defaults: &d {command: 'true'}\nsteps:\n  - {id: a, <<: *d}\n  - {id: b, <<: *d}\n"
+    assert [s.command for s in load_manifest(anchored).steps] == ["true", "true"]
+    error = rejection(anchored, limits=ManifestLimits(max_aliases=1))
+    assert error.problems == [
+        Problem("too_large", "manifest (line 4, column 17): more than 1 YAML aliases")
+    ]
+    # Nesting at the limit passes; one level more does not, whichever way the data comes.
+    for depth, accepted in [(61, True), (62, False)]:  # 3 levels hold the step
+        nested = "[" * depth + "]" * depth
+        text = f"steps:\n  - id: a\n    command: 'true'\n    input: {nested}"
+        data = {"steps": [{"id": "a", "command": "true", "input": json.loads(nested)}]}
+        for source in (text, data):
+            if accepted:
+                load_manifest(source)
+            else:
+                assert rejection(source).problems[0].rule == "too_large"
+    steps = {"steps": [{"id": f"s{i}", "command": "true"} for i in range(3)]}
+    assert len(load_manifest(steps, limits=ManifestLimits(max_steps=3)).steps) == 3
+    nested = {"steps": [{"id": "p", "plan": steps}]}
+    problem = rejection(nested, limits=ManifestLimits(max_steps=3)).problems[0]
+    assert problem.message == (
+        "steps[0] (id 'p').plan.steps: more than 3 steps in the manifest "
+        "(nested plans' steps included)"
+    )
+    # A structure that holds itself could never be stored: refused where it closes the loop.
+    looped = "steps:\n  - id: a\n    command: 'true'\n    input: &x [1, *x]\n"
+    assert rejection(looped).problems == [
+        Problem(
+            "too_large", "manifest (line 4, column 19): a YAML alias inside what its anchor names"
+        )
+    ]
+    small = ManifestLimits(max_values=20)
+    assert (
+        "more than 20 values"
+        in rejection({"steps": [{"id": "a", "input": list(range(30))}]}, limits=small)
+        .problems[0]
+        .message
+    )

@@ -320,3 +320,11 @@ def test_show_prints_nested_plans_indented_with_each_parents_aggregate(cli, tmp_
     both = cli("show", "n1", "--depth", "1", "--flat")
     assert both.exit_code == 2 and "do not go together" in both.output
     assert cli("show", "nope").exit_code == 2
+
+
+def test_max_steps_refuses_a_larger_manifest_and_none_is_the_default(cli) -> None:
+    # hello_shell.yaml has four steps
+    result = cli("run", "examples/hello_shell.yaml", "--max-steps", "3")
+    assert result.exit_code == 2, result.output
+    assert "steps: more than 3 steps in the manifest" in result.output
+    assert cli("run", "examples/hello_shell.yaml", "--max-steps", "4").exit_code == 0

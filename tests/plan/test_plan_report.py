@@ -15,6 +15,7 @@ from veriloop.schemas.plan_run import (
     PlanRunReport,
     ReplanRecord,
     StepResult,
+    capped_output,
 )
 from veriloop.server.pages.render import dependency_levels
 
@@ -130,3 +131,37 @@ def test_dependency_levels_survive_cycles_and_unknown_ids() -> None:
         ManifestStep(id="d", executor="shell", command="x", depends_on=["c"]),
     ]
     assert dependency_levels(steps) == [["a"], ["b"], ["c", "d"]]
+
+
+def test_an_output_too_large_or_too_deep_to_keep_is_stored_as_a_marker() -> None:
+    assert capped_output({"text": "x" * 100}) == {"text": "x" * 100}
+    big = capped_output("x" * 200_000)
+    assert big["truncated"] and big["bytes"] == 200_002 and len(big["head"]) == 2_000
+    nested: list = []
+    for _ in range(70):
+        nested = [nested]
+    assert capped_output(nested)["reason"] == "nested deeper than 64 levels"
+    looped: dict = {}
+    looped["self"] = looped
+    assert "Circular reference" in capped_output(looped)["reason"]
+    assert StepResult(step_id="a", status="completed", output="x" * 200_000).output == big
+    assert capped_output(big) == big  # a marker stays as it is
+
+
+def test_a_report_over_its_limit_gives_way_outputs_first() -> None:
+    report = _report()
+    assert report.within(10**9) is report
+    steps = {
+        step_id: step.model_copy(update={"output": "y" * 90_000, "notes": "n" * 10_000})
+        for step_id, step in report.steps.items()
+    }
+    large = report.model_copy(update={"steps": steps})
+    size = len(large.model_dump_json())
+    cut = large.within(60_000)
+    assert cut.truncated == {"bytes": size, "omitted": ["step outputs"]}
+    assert len(cut.model_dump_json()) <= 60_000
+    for step in cut.steps.values():
+        assert step.output["bytes"] == 90_002 and len(step.notes) == 2_000
+    smallest = large.within(1_000)
+    assert smallest.truncated["omitted"] == ["step outputs", "earlier attempts", "manifest"]
+    assert smallest.manifest is None and all(len(s.attempts) <= 1 for s in smallest.steps.values())

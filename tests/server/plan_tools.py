@@ -28,4 +28,14 @@ async def mark(input: Any = None, depends: dict | None = None) -> dict[str, Any]
     return {"value": name, "depends": sorted(depends or {})}
 
 
-TOOLS = {"mark": mark}
+def loud(input: Any = None) -> Any:
+    """An output of ``input["chars"]`` characters, or lists nested ``input["depth"]`` levels deep."""
+    if "chars" in input:
+        return {"text": "x" * int(input["chars"])}
+    nested: list = []
+    for _ in range(int(input["depth"])):
+        nested = [nested]
+    return nested
+
+
+TOOLS = {"mark": mark, "loud": loud}

@@ -101,6 +101,26 @@ def test_tenants_cannot_read_or_advance_each_others_tasks(api, sqlite_settings):
     assert read_head(sqlite_settings.database_url, task_id) == before
 
 
+def test_tenants_may_reuse_each_others_session_and_request_ids(api):
+    """Ids a client chooses are per tenant: the same body with the same sessionId and requestId
+    from another tenant starts that tenant's own task, and neither sees the other's."""
+    mine, theirs = api.client("key-a"), api.client("key-b")
+    body = observation(3, 0, query=goal(3, 2), sessionId="tab-1", requestId="r-1")
+    first = mine.interact(body).json()
+    second = theirs.interact(body).json()
+    assert second["taskId"] != first["taskId"] and second["stepIndex"] == 0
+    assert theirs.interact(body).json() == second  # its own retry: its own stored answer
+    found = {
+        name: client.get("/api/session/tab-1/task/active").json()["taskId"]
+        for name, client in (("mine", mine), ("theirs", theirs))
+    }
+    assert found == {"mine": first["taskId"], "theirs": second["taskId"]}
+    advanced = theirs.interact(observation(3, 1, taskId=second["taskId"], requestId="r-1"))
+    assert advanced.json()["stepIndex"] == 1
+    assert mine.detail(first["taskId"])["stepIndex"] == 0
+    assert theirs.get(f"/api/tasks/{first['taskId']}").status_code == 404
+
+
 def test_no_keys_means_one_local_tenant_announced_loudly(thread_server, tmp_path, playbook, caplog):
     server = thread_server(Settings(database_url=f"sqlite:///{tmp_path / 'open.sqlite'}"))
     assert any(

@@ -3,16 +3,34 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from service_testkit import Server, plan_events, python_step, wait_for_run
+from langgraph.store.sqlite.aio import AsyncSqliteStore
+from service_testkit import (
+    KEYS,
+    Server,
+    goal,
+    observation,
+    plan_events,
+    python_step,
+    wait_for_run,
+)
 
+from benchmarks.hostile_manifests import (
+    alias_bomb,
+    chained_shell_steps,
+    nested_lists,
+    nested_objects,
+    yaml_block,
+)
 from veriloop.llm.scripted import Fail, RawBody, ToolCalls
 from veriloop.schemas.plan_outputs import AgentDraft, CheckDraft, ManifestDraft, StepDraft
+from veriloop.server.plans import NAMESPACE, PlanEntry
 from veriloop.server.settings import Settings
 
 
@@ -208,13 +226,32 @@ def test_runs_belong_to_their_tenant(server, markers):
     assert other.get("/api/plans/mine").json() == other.get("/api/plans/unknown-run").json() | {
         "detail": "unknown plan run mine"
     }
-    # The run id is taken, whoever asks (ids are one namespace with the checkpointer's threads).
-    assert other.post("/api/plans", json={"manifest": manifest, "runId": "mine"}).status_code == 409
+    # Run ids are per tenant: the other tenant may take "mine" too, and sees only its own run.
+    assert owner.post("/api/plans", json={"manifest": manifest, "runId": "mine"}).status_code == 409
+    theirs = {"steps": [python_step("b", markers)]}
+    started = other.post("/api/plans", json={"manifest": theirs, "runId": "mine"})
+    assert started.status_code == 202, started.text
+    assert list(wait_for_run(other, "mine")["steps"]) == ["b"]
+    assert list(wait_for_run(owner, "mine")["steps"]) == ["a"]
+    assert [e["stepId"] for e in plan_events(other, "mine") if e["event"] == "step_finished"] == [
+        "b"
+    ]
 
     for client in (server.client(None), server.client("not-a-key")):
         assert client.get("/api/plans/mine").status_code == 401
         assert client.post("/api/plans", json={"manifest": manifest}).status_code == 401
-    assert ran(markers) == ["a"]
+    assert ran(markers) == ["a", "b"]
+
+
+def test_a_browser_tasks_id_is_free_as_a_run_id(server, playbook, markers):
+    """A task's thread and a run's never share a name: a task id tells nothing as a runId."""
+    task_id = server.client().interact(observation(3, 0, query=goal(3, 2))).json()["taskId"]
+    for key in ("key-a", "key-b"):
+        client = server.client(key)
+        body = {"manifest": {"steps": [python_step(key, markers)]}, "runId": task_id}
+        assert client.post("/api/plans", json=body).status_code == 202
+        assert wait_for_run(client, task_id)["status"] == "completed"
+    assert server.client().detail(task_id)["stepIndex"] == 0
 
 
 def test_invalid_requests_are_refused_with_a_message(server, markers):
@@ -241,6 +278,9 @@ def test_invalid_requests_are_refused_with_a_message(server, markers):
     for text, problem in [
         ("steps: [a, b\nnext: 1", "line 2, column 5"),
         ("just some words", "no manifest found"),
+        # Values the parsers refuse to build were a 500 at submission, then a stuck run.
+        ("steps:\n  - {id: a, command: 'true', input: 2020-13-45}", "month must be in 1..12"),
+        ("[" + "1" * 5000 + "]", "not valid JSON: Exceeds the limit (4300 digits)"),
     ]:
         response = client.post("/api/plans", json={"manifest": text})
         assert response.status_code == 202, response.text
@@ -273,8 +313,14 @@ def test_bodies_over_the_limit_answer_413(plan_env, thread_server, tmp_path, mar
         database_url=f"sqlite:///{tmp_path / 'small.sqlite'}",
         api_keys={"key-a": "a"},
         max_dom_bytes=20_000,
+        max_manifest_steps=1,
     )
     client = thread_server(settings).client()
+    two = {"steps": [python_step("a", markers), python_step("b", markers)]}
+    response = client.post("/api/plans", json={"manifest": two})
+    assert response.status_code == 413 and "more than 1 steps" in response.json()["detail"]
+    one = client.post("/api/plans", json={"manifest": {"steps": [python_step("a", markers)]}})
+    assert wait_for_run(client, one.json()["runId"])["status"] == "completed"
     big = python_step("a", markers) | {"notes": "x" * 30_000}
     response = client.post("/api/plans", json={"manifest": {"steps": [big]}})
     assert response.status_code == 413 and "limit is 20000 bytes" in response.json()["detail"]
@@ -363,3 +409,77 @@ def test_a_goal_is_never_read_as_a_file_on_the_server(server, scripted_model, ma
     assert scripted_model.calls("planning") >= 1 and report["status"] != "completed"
     assert report["goal"] == str(on_disk) and "secret" not in report["steps"]
     assert ran(markers) == []
+
+
+@pytest.mark.parametrize(
+    ("manifest", "problem"),
+    [
+        (alias_bomb(), "manifest (line 1, column 5): YAML anchors and aliases are not accepted"),
+        ("a: &a {command: 'true'}\nsteps: [{id: s, <<: *a}]", "manifest (line 1, column 4): YAML"),
+        (nested_lists(10_000), "manifest (line 1, column 116): lists and mappings nested deeper"),
+        (yaml_block(1500), "manifest (line 5, column 129): lists and mappings nested deeper"),
+        (json.loads(nested_objects(900)), "manifest at steps[0].input.a.a.a.a.a...: lists and"),
+        (chained_shell_steps(501), "steps: more than 500 steps in the manifest"),
+    ],
+    ids=["alias-bomb", "one-alias", "lists-10k", "yaml-block-1500", "object-900", "501-steps"],
+)
+def test_a_manifest_past_a_reading_limit_answers_413_located(server, manifest, problem):
+    client = server.client()
+    response = client.post("/api/plans", json={"manifest": manifest, "runId": "bomb"})
+    assert response.status_code == 413 and response.json()["detail"].startswith(problem)
+    assert client.get("/api/plans/bomb").status_code == 404  # no run was created
+
+
+@pytest.mark.parametrize(
+    ("manifest", "problem"),
+    [
+        (alias_bomb(), "manifest (line 6, column 14): more than 100000 values"),
+        # The store's encoder holds 254 levels: deeper was refused even before the limits.
+        (json.loads(nested_objects(100)), "manifest at steps[0].input.a.a.a.a.a...: lists and"),
+    ],
+    ids=["alias-bomb-text", "object-100"],
+)
+def test_resuming_a_run_whose_manifest_is_past_the_limits_rejects_it(
+    server, sqlite_settings, manifest, problem
+):
+    """A run stored before the limits (or by a process killed before its first checkpoint) ends
+    ``rejected`` with the located problem when resumed, never ``running`` with a RecursionError."""
+    stamp = "2026-01-01T00:00:00+00:00"
+    entry = PlanEntry(
+        tenant=KEYS["key-a"],
+        run_id="old",
+        request={"manifest": manifest},
+        created_at=stamp,
+        updated_at=stamp,
+    )
+
+    async def store_entry() -> None:
+        async with AsyncSqliteStore.from_conn_string(sqlite_settings.sqlite_path) as store:
+            await store.aput(NAMESPACE, entry.thread_id, entry.model_dump())
+
+    asyncio.run(store_entry())
+    client = server.client()
+    assert client.post("/api/plans/old/resume").status_code == 202
+    report = wait_for_run(client, "old")
+    assert report["status"] == "rejected" and problem in report["haltReason"], report
+    again = client.post("/api/plans/old/resume")
+    assert again.status_code == 409 and "already rejected" in again.json()["detail"]
+
+
+def test_a_steps_output_is_stored_capped_and_the_report_stays_small(server):
+    """A 5 MB output and one nested 300 levels (past what the checkpointer can encode) are stored
+    as markers with their size: the run ends, its report stays small."""
+    client = server.client()
+    steps = [
+        {"id": "big", "function": "loud", "input": {"chars": 5_000_000}},
+        {"id": "deep", "function": "loud", "input": {"depth": 300}},
+        {"id": "small", "function": "loud", "input": {"chars": 10}},
+    ]
+    run_id = client.post("/api/plans", json={"manifest": {"steps": steps}}).json()["runId"]
+    report = wait_for_run(client, run_id)
+    assert report["status"] == "completed" and "error" not in report, report
+    big, deep = report["steps"]["big"]["output"], report["steps"]["deep"]["output"]
+    assert big["truncated"] and big["bytes"] == 5_000_011 and big["head"].startswith('{"text":"xx')
+    assert deep["truncated"] and "Maximum serialization depth" in deep["reason"]
+    assert report["steps"]["small"]["output"] == {"text": "x" * 10}
+    assert len(client.get(f"/api/plans/{run_id}").content) < 50_000

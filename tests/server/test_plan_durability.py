@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from service_testkit import plan_events, python_step, wait_for_run
+from service_testkit import KEYS, plan_events, python_step, wait_for_run
 
 from veriloop.llm.scripted import Delay, ScriptedRequest, ToolCalls
+from veriloop.server.tenants import scoped_id
 
 HERE = Path(__file__).parent
 
@@ -42,13 +43,13 @@ def counts(markers: Path) -> Counter:
     return Counter(markers.read_text().splitlines()) if markers.exists() else Counter()
 
 
-def pending_writes(database_url: str, run_id: str) -> list[tuple[str, str, Any]]:
+def pending_writes(database_url: str, thread_id: str) -> list[tuple[str, str, Any]]:
     """Writes of finished tasks saved on the run's latest top-level checkpoint (not yet applied)."""
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     async def read() -> list[tuple[str, str, Any]]:
-        config = {"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}
+        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
         if database_url.startswith("postgresql"):
             async with AsyncPostgresSaver.from_conn_string(database_url) as saver:
                 found = await saver.aget_tuple(config)
@@ -96,7 +97,7 @@ def test_kill_9_mid_run_then_resume_does_not_rerun_finished_steps(
     def fast_saved() -> bool:
         return any(
             channel == "step_results" and "fast" in value
-            for _, channel, value in pending_writes(database_url, run_id)
+            for _, channel, value in pending_writes(database_url, scoped_id(KEYS["key-a"], run_id))
         )
 
     wait_until(lambda: counts(markers)["slow"] == 1, "slow to start")
