@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -38,7 +39,9 @@ def environment() -> Environment:
         lstrip_blocks=True,
         undefined=StrictUndefined,
     )
-    env.filters.update(excerpt=excerpt, money=money, as_usage=as_usage, duration=duration)
+    env.filters.update(
+        excerpt=excerpt, money=money, as_usage=as_usage, duration=duration, moment=moment
+    )
     env.globals.update(picture=picture, status_class=status_class, STATUSES=STATUSES)
     return env
 
@@ -84,6 +87,11 @@ def duration(seconds: float | None) -> str:
     if seconds is None:
         return ""
     return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def moment(when: datetime | None) -> str:
+    """A UTC time to the second, as ISO 8601 (what the CLI prints too)."""
+    return "" if when is None else when.isoformat(timespec="seconds")
 
 
 def status_class(status: str) -> str:

@@ -52,7 +52,7 @@ def test_hello_shell_example_completes_and_writes_the_report(cli, tmp_path: Path
     assert "No model was called" in html
     # run metadata: the run's wall time in the summary line and the page, a time column per step
     assert re.search(r"completed: 4 steps, .*, \d+\.\d s", result.output), result.output
-    assert f"started {report.started_at.isoformat(timespec='seconds')}" in html
+    assert f"<th>started</th><td>{report.started_at.isoformat(timespec='seconds')}</td>" in html
     assert "time" in result.output and report.duration_s is not None
     # the default database is created in the current directory
     assert (tmp_path / ".veriloop" / "plans.sqlite").is_file()
