@@ -33,6 +33,9 @@ class Settings:
     """PostgreSQL connections for checkpoints and the task index (per process)."""
     page_processes: int = field(default_factory=lambda: default_page_processes(os.cpu_count()))
     """Processes that parse, diff and compact pages beside each serving process (0: a thread)."""
+    extension_ids: tuple[str, ...] = ()
+    """Chrome extension ids whose pages may call the API from the browser (CORS); empty: any
+    extension's. Web pages' origins are never allowed."""
 
     @property
     def is_postgres(self) -> bool:
@@ -65,6 +68,10 @@ class Settings:
             step_deadline_s=float(env.get("VERILOOP_STEP_DEADLINE_S") or defaults.step_deadline_s),
             pg_pool_size=int(env.get("VERILOOP_PG_POOL_SIZE") or defaults.pg_pool_size),
             page_processes=int(env.get("VERILOOP_PAGE_PROCESSES") or defaults.page_processes),
+            extension_ids=tuple(
+                part.strip()
+                for part in (env.get("VERILOOP_EXTENSION_IDS") or "").replace(",", " ").split()
+            ),
         )
 
 
