@@ -62,6 +62,7 @@ class Service:
             "OPENAI_API_KEY": "scripted",
             "VERILOOP_API_KEYS": f"{API_KEY}:extension-tests",
             "VERILOOP_PAGE_PROCESSES": "0",
+            "VERILOOP_LLM_MAX_RETRIES": "0",  # a scripted provider failure is a 503 at once
         }
         env.pop("VERILOOP_DATABASE_URL", None)
         self.process = subprocess.Popen(
@@ -127,8 +128,9 @@ class Extension:
         return page, tab_id
 
     def panel(self, tab_id: int) -> Page:
-        """The side panel page, pinned to ``tab_id``."""
+        """The side panel page (a side panel's width), pinned to ``tab_id``."""
         page = self.context.new_page()
+        page.set_viewport_size({"width": 420, "height": 900})
         page.goto(f"chrome-extension://{self.id}/sidepanel.html?tab={tab_id}")
         return page
 
@@ -136,6 +138,20 @@ class Extension:
         return self.worker.evaluate(
             f"async () => (await chrome.storage.local.get('tab:{tab_id}'))['tab:{tab_id}']"
         )
+
+
+def steps(record: dict) -> list[int]:
+    """The step indexes the panel recorded for the tab's task, in order."""
+    return [step["stepIndex"] for step in record["task"]["steps"]]
+
+
+def wait_steps(panel: Page, count: int, timeout_s: float = 60) -> None:
+    """Until the panel lists ``count`` steps."""
+    panel.wait_for_function(
+        "n => document.querySelectorAll('#steps > li').length >= n",
+        arg=count,
+        timeout=timeout_s * 1000,
+    )
 
 
 def start_task(panel: Page, goal: str) -> None:
