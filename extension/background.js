@@ -253,4 +253,7 @@ async function sessionId() {
   return `veriloop-ext-${await installId()}`;
 }
 
+// For the worker's DevTools console (and the tests): run one action or page call by hand.
+globalThis.veriloop = { execute, pageCall };
+
 resumeAll(); // a restarted worker picks up every running task

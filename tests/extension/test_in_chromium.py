@@ -162,3 +162,61 @@ def test_a_closed_tab_pauses_its_task(
     )
     assert "tab was closed" in panel.text_content("#message")
     panel.close()
+
+
+TRUSTED_PAGE = """<!doctype html><html><body>
+<button id="go">Go</button>
+<input id="name">
+<input id="agree" type="checkbox">
+<select id="colour"><option value="r">Red</option><option value="b">Blue</option></select>
+<p id="log"></p>
+<script>
+  // Like a framework that ignores synthetic events: only trusted ones count.
+  const log = [];
+  const note = (entry) => { log.push(entry); document.getElementById("log").textContent = log.join(","); };
+  document.getElementById("go").addEventListener("click", (e) => e.isTrusted && note("click"));
+  const name = document.getElementById("name");
+  name.addEventListener("input", (e) => e.isTrusted && note("input:" + name.value));
+  name.addEventListener("keydown", (e) => e.isTrusted && e.key === "Enter" && note("enter"));
+  const agree = document.getElementById("agree");
+  agree.addEventListener("change", (e) => e.isTrusted && note("agree:" + agree.checked));
+  document.getElementById("colour").addEventListener("change", (e) => note("colour:" + e.target.value));
+</script></body></html>"""
+
+
+def test_actions_reach_a_page_that_ignores_untrusted_events(extension: Extension) -> None:
+    extension.context.route(
+        "http://trusted.test/**",
+        lambda route: route.fulfill(body=TRUSTED_PAGE, content_type="text/html"),
+    )
+    page, tab_id = extension.open_app("http://trusted.test/")
+    worker = extension.worker
+    worker.evaluate("id => veriloop.pageCall(id, 'snapshot', {wait: false})", tab_id)
+    ids = page.evaluate(
+        "() => Object.fromEntries([...document.querySelectorAll('[data-veriloop-id]')]"
+        ".map(e => [e.id, Number(e.dataset.veriloopId)]))"
+    )
+    page.evaluate("() => document.getElementById('go').click()")  # synthetic: ignored by the page
+    assert page.text_content("#log") == ""
+
+    def run(action: dict) -> dict:
+        return worker.evaluate("([id, a]) => veriloop.execute(id, a)", [tab_id, action])
+
+    assert run({"kind": "click", "elementId": ids["go"]}) == {"ok": True}
+    assert run({"kind": "set_value", "elementId": ids["name"], "text": "Jas"}) == {"ok": True}
+    assert run({"kind": "press", "elementId": ids["name"], "text": "Enter"}) == {"ok": True}
+    assert run({"kind": "set_value", "elementId": ids["agree"], "text": "true"}) == {"ok": True}
+    assert run({"kind": "select_option", "elementId": ids["colour"], "text": "Blue"}) == {
+        "ok": True
+    }
+    assert page.text_content("#log") == "click,input:Jas,enter,agree:true,colour:b"
+    assert page.input_value("#name") == "Jas"
+    missing = run({"kind": "click", "elementId": 999})
+    assert missing["ok"] is False
+    assert missing["clientVerification"] == {
+        "elementFound": False,
+        "selector": '[data-veriloop-id="999"]',
+    }
+    refused = run({"kind": "navigate", "text": "javascript:alert(1)"})
+    assert refused["ok"] is False and "only http and https" in refused["error"]
+    page.close()
