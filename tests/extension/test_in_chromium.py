@@ -7,7 +7,17 @@ import signal
 import time
 
 import pytest
-from extension_kit import DOCS_IMAGES, Extension, Service, start_task, steps, wait_final, wait_steps
+from extension_kit import (
+    API_KEY,
+    DOCS_IMAGES,
+    Extension,
+    Service,
+    free_port,
+    start_task,
+    steps,
+    wait_final,
+    wait_steps,
+)
 
 from veriloop.llm.scripted import Fail, ScriptedModelServer
 from veriloop.runners.demo.run import ADD_PATIENT, APP_CHECKS, DEMO_GOALS, SEARCH_PATIENT, app_state
@@ -220,3 +230,31 @@ def test_actions_reach_a_page_that_ignores_untrusted_events(extension: Extension
     refused = run({"kind": "navigate", "text": "javascript:alert(1)"})
     assert refused["ok"] is False and "only http and https" in refused["error"]
     page.close()
+
+
+def test_options_check_the_service_and_the_key_on_save(
+    extension: Extension, service: Service
+) -> None:
+    options = extension.context.new_page()
+    options.set_viewport_size({"width": 640, "height": 360})
+    options.goto(f"chrome-extension://{extension.id}/options.html")
+
+    def save(url: str, key: str) -> str:
+        options.fill("#service-url", url)
+        options.fill("#api-key", key)
+        options.click("#save")
+        options.wait_for_function(
+            "() => !document.querySelector('#result').textContent.startsWith('Saved')"
+        )
+        return options.text_content("#result")
+
+    closed = f"http://127.0.0.1:{free_port()}"
+    assert save(closed, API_KEY) == f"Cannot reach {closed}: is veriloop serve running there?"
+    assert save(service.url, "wrong") == "The service refused this API key."
+    options.screenshot(path=str(DOCS_IMAGES / "extension_options.png"))
+    assert save(service.url, API_KEY).startswith("Connected: veriloop service (sqlite)")
+    stored = extension.worker.evaluate(
+        "async () => (await chrome.storage.local.get('settings')).settings"
+    )
+    assert stored == {"serviceUrl": service.url, "apiKey": API_KEY}
+    options.close()
