@@ -240,7 +240,12 @@ async function act(tabId, task) {
   const tab = await chrome.tabs.get(tabId);
   await updateTask(tabId, (t) => Object.assign(t, { executedStep: task.stepIndex }));
   await pageCall(tabId, "markAction");
-  const result = await execute(tabId, task.answer.parsedAction);
+  // A page that navigates away mid-action is the action's outcome, reported like a refusal;
+  // the next snapshot shows what happened.
+  const result = await execute(tabId, task.answer.parsedAction).catch((error) => {
+    if (error instanceof PageForbidden || /No tab with id/i.test(error.message)) throw error;
+    return { ok: false, error: error.message };
+  });
   await updateTask(tabId, (t) => {
     const step = t.steps[t.steps.length - 1];
     if (step) Object.assign(step, { executionOk: result.ok, executionError: result.error || null });

@@ -19,6 +19,16 @@ const FORBIDDEN = /Cannot access|cannot be scripted|chrome:\/\/|chrome-extension
 const GONE = /Frame with ID|frame was removed|No frame|document|navigat|Execution context|back\/forward cache|showing error page|No tab with id/i;
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const PAGE_CALL_TIMEOUT_MS = 20000; // a snapshot waits at most 5 s, then serializes
+
+/** `promise`, or an error that reads as a document gone away when it takes longer than `ms`. */
+function bounded(promise, ms, what) {
+  let timer;
+  const expiry = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} got no answer in ${ms} ms: the document was probably navigated away`)), ms);
+  });
+  return Promise.race([promise, expiry]).finally(() => clearTimeout(timer));
+}
 
 async function waitForLoad(tabId, timeoutMs = NAVIGATION_TIMEOUT_MS) {
   const deadline = Date.now() + timeoutMs;
@@ -31,7 +41,11 @@ async function waitForLoad(tabId, timeoutMs = NAVIGATION_TIMEOUT_MS) {
 }
 
 async function inPage(tabId, func, args = [], world = "MAIN") {
-  const [result] = await chrome.scripting.executeScript({ target: { tabId }, world, func, args });
+  const [result] = await bounded(
+    chrome.scripting.executeScript({ target: { tabId }, world, func, args }),
+    PAGE_CALL_TIMEOUT_MS,
+    "the page",
+  );
   return result ? result.result : undefined;
 }
 
@@ -47,7 +61,7 @@ export async function pageCall(tabId, method, arg = null) {
         await chrome.scripting.executeScript({ target: { tabId }, world: "MAIN", files: ["snapshot.js"] });
         continue;
       }
-      if (result !== undefined || method !== "snapshot") return result;
+      if (result != null || method !== "snapshot") return result; // null: the document went away
       lastError = new Error("the page went away during the snapshot");
     } catch (error) {
       if (FORBIDDEN.test(error.message)) {
@@ -76,7 +90,7 @@ async function cdp(tabId, method, params = {}) {
     }
     attached.add(tabId);
   }
-  return chrome.debugger.sendCommand({ tabId }, method, params);
+  return bounded(chrome.debugger.sendCommand({ tabId }, method, params), ACTION_TIMEOUT_MS * 2, method);
 }
 
 export async function detach(tabId) {

@@ -38,7 +38,7 @@ def test_the_demo_tasks_are_done_and_the_app_confirms_it(
         page, tab_id = extension.open_app(demo_app.url)
         panel = extension.panel(tab_id)
         start_task(panel, goal)
-        assert wait_final(panel) == "completed", extension.record(tab_id)["task"]
+        assert wait_final(panel) == "completed", extension.record(tab_id)["task"]["message"]
         passed, detail = APP_CHECKS[goal](app_state(demo_app.url))
         assert passed, detail
         record = extension.record(tab_id)
@@ -94,7 +94,10 @@ def test_a_chrome_page_is_refused_in_the_panel_and_nothing_is_sent(
     assert wait_final(panel) == "paused"
     assert "does not let extensions run scripts" in panel.text_content("#message")
     assert model.calls() == calls
-    panel.screenshot(path=str(DOCS_IMAGES / "extension_forbidden_page.png"))
+    panel.screenshot(
+        path=str(DOCS_IMAGES / "extension_forbidden_page.png"),
+        clip={"x": 0, "y": 0, "width": 420, "height": 180},
+    )
     page.close()
     panel.close()
 
@@ -128,7 +131,7 @@ def test_the_task_survives_a_service_restart(
     service.stop(signal.SIGKILL)
     time.sleep(1.5)  # the extension meets a closed port and backs off
     service.start()
-    assert wait_final(panel) == "completed", extension.record(tab_id)["task"]
+    assert wait_final(panel) == "completed", extension.record(tab_id)["task"]["message"]
     assert _jas_count(demo_app) == 1
     record = extension.record(tab_id)
     assert steps(record) == list(range(len(record["task"]["steps"])))
@@ -149,11 +152,34 @@ def test_the_task_survives_a_service_worker_restart(
     cdp.send("ServiceWorker.enable")
     cdp.send("ServiceWorker.stopAllWorkers")
     panel.reload()  # the panel wakes the worker, which picks the task up from storage
-    assert wait_final(panel) == "completed", extension.record(tab_id)["task"]
+    assert wait_final(panel) == "completed", extension.record(tab_id)["task"]["message"]
     assert extension.worker.evaluate("globalThis.veriloopTestMarker") != marker  # a new worker
     assert _jas_count(demo_app) == 1  # Save was never clicked twice
     record = extension.record(tab_id)
     assert steps(record) == list(range(len(record["task"]["steps"])))
+    page.close()
+    panel.close()
+
+
+def test_a_navigation_mid_task_is_followed_on_the_new_page(
+    extension: Extension, service: Service, demo_app: DemoAppServer
+) -> None:
+    extension.configure(service.url)
+    page, tab_id = extension.open_app(demo_app.url)
+    panel = extension.panel(tab_id)
+    start_task(panel, SEARCH_PATIENT)
+    wait_steps(panel, 1)
+    page.goto(demo_app.url + "?moved")  # the user (or the page) goes elsewhere mid-task
+    try:
+        state = wait_final(panel, 40)
+    except Exception:
+        import json
+
+        print(json.dumps(extension.record(tab_id)["task"], indent=1)[:6000])
+        raise
+    assert state == "completed", extension.record(tab_id)["task"]["message"]
+    assert APP_CHECKS[SEARCH_PATIENT](app_state(demo_app.url))[0]
+    assert extension.record(tab_id)["task"]["url"].endswith("?moved")
     page.close()
     panel.close()
 
