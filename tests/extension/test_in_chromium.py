@@ -4,7 +4,9 @@ app's own data, then the ways a task gets interrupted."""
 from __future__ import annotations
 
 import signal
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from extension_kit import (
@@ -284,3 +286,46 @@ def test_options_check_the_service_and_the_key_on_save(
     )
     assert stored == {"serviceUrl": service.url, "apiKey": API_KEY}
     options.close()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"<html>Bad gateway</html>",
+        b'{"taskId": "t1", "stepIndex": 0, "action": "click(3)", "status": "executing"}',
+        b'{"taskId": "t1", "stepIndex": 0, "action": "rm(3)", "status": "executing",'
+        b' "parsedAction": {"kind": "rm", "elementId": 3}}',
+    ],
+    ids=["not-json", "no-parsed-action", "unknown-action"],
+)
+def test_a_service_answering_garbage_is_a_message_and_no_action(
+    extension: Extension, demo_app: DemoAppServer, answer: bytes
+) -> None:
+    class Garbage(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+    fake = ThreadingHTTPServer(("127.0.0.1", 0), Garbage)
+    threading.Thread(target=fake.serve_forever, daemon=True).start()
+    try:
+        extension.configure(f"http://127.0.0.1:{fake.server_address[1]}")
+        page, tab_id = extension.open_app(demo_app.url)
+        panel = extension.panel(tab_id)
+        start_task(panel, ADD_PATIENT)
+        assert wait_final(panel) == "paused"
+        message = panel.text_content("#message")
+        assert "no action was taken" in message or "not JSON" in message, message
+        assert extension.record(tab_id)["task"]["executedStep"] is None  # nothing executed
+        assert page.is_visible("#new-patient") and not page.is_visible("#patient-name")
+    finally:
+        fake.shutdown()
+        fake.server_close()
+    page.close()
+    panel.close()
