@@ -13,7 +13,9 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from veriloop.runners.browser.client import snapshot_script
+from playwright.sync_api import BrowserContext, Playwright
+
+from veriloop.runners.browser.client import OFFLINE_FLAGS, chromium_path, snapshot_script
 
 EXTENSION_PACKAGE = "veriloop.extension"
 SHIPPED_SUFFIXES = (".json", ".js", ".html", ".css", ".png")
@@ -63,3 +65,24 @@ def pack_extension(archive: Path) -> Path:
         for name, data in extension_files().items():
             zipped.writestr(zipfile.ZipInfo(name, _ZIP_TIME), data, zipfile.ZIP_DEFLATED)
     return archive
+
+
+def launch_with_extension(
+    playwright: Playwright, folder: Path, profile: Path, *, executable_path: str | None = None
+) -> tuple[BrowserContext, str]:
+    """Headless Chromium (off the network) with the unpacked extension in ``folder``, on the
+    profile ``profile``; returns the context and the extension's id (tests, benchmarks)."""
+    context = playwright.chromium.launch_persistent_context(
+        str(profile),
+        executable_path=chromium_path(executable_path),
+        headless=True,  # Chromium's "new" headless mode, which loads extensions
+        args=[
+            *OFFLINE_FLAGS,
+            f"--disable-extensions-except={folder}",
+            f"--load-extension={folder}",
+        ],
+        viewport={"width": 1100, "height": 800},
+    )
+    worker = context.service_workers[0] if context.service_workers else None
+    worker = worker or context.wait_for_event("serviceworker")
+    return context, worker.url.split("/")[2]

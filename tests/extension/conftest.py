@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Playwright, sync_playwright
 
-from veriloop.extension_bundle import write_extension
+from veriloop.extension_bundle import launch_with_extension, write_extension
 from veriloop.llm.scripted import ScriptedModelServer
-from veriloop.runners.browser.client import OFFLINE_FLAGS
 from veriloop.runners.demo.playbook import DemoPlaybook
 from veriloop.runners.demo.server import DemoAppServer
 
@@ -47,24 +46,12 @@ def extension(
 ) -> Iterator[Extension]:
     executable = chromium()
     folder = write_extension(tmp_path_factory.mktemp("extension") / "veriloop")
-    context = playwright.chromium.launch_persistent_context(
-        str(tmp_path_factory.mktemp("profile")),
-        executable_path=executable,
-        headless=True,
-        args=[
-            *OFFLINE_FLAGS,
-            f"--disable-extensions-except={folder}",
-            f"--load-extension={folder}",
-        ],
-        viewport={"width": 1100, "height": 800},
+    profile = tmp_path_factory.mktemp("profile")
+    context, extension_id = launch_with_extension(
+        playwright, folder, profile, executable_path=executable
     )
     try:
-        worker = (
-            context.service_workers[0]
-            if context.service_workers
-            else context.wait_for_event("serviceworker")
-        )
-        yield Extension(context, worker.url.split("/")[2], folder)
+        yield Extension(context, extension_id, folder)
     finally:
         context.close()
 
