@@ -62,7 +62,8 @@ class Service:
             "OPENAI_API_KEY": "scripted",
             "VERILOOP_API_KEYS": f"{API_KEY}:extension-tests",
             "VERILOOP_PAGE_PROCESSES": "0",
-            "VERILOOP_LLM_MAX_RETRIES": "0",  # a scripted provider failure is a 503 at once
+            "VERILOOP_LLM_MAX_RETRIES": "0",
+            "VERILOOP_RETRY_AFTER_S": "1",  # a scripted provider failure is a 503 at once
         }
         env.pop("VERILOOP_DATABASE_URL", None)
         self.process = subprocess.Popen(

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from veriloop.extension_bundle import write_extension
 from veriloop.server.app import create_app
 from veriloop.server.settings import Settings
 
@@ -59,17 +60,16 @@ def test_path_writes_a_loadable_folder_with_the_runners_snapshot_script(tmp_path
 
 
 def test_path_replaces_an_older_copy(tmp_path: Path) -> None:
-    folder = tmp_path / "ext"
-    _veriloop("path", "--dir", str(folder), cwd=tmp_path)
+    folder = write_extension(tmp_path / "ext")
     (folder / "snapshot.js").write_text("stale")
     (folder / "removed-since.js").write_text("old")
-    _veriloop("path", "--dir", str(folder), cwd=tmp_path)
+    write_extension(folder)
     assert (folder / "snapshot.js").read_bytes() == SNAPSHOT_SOURCE.read_bytes()
     assert not (folder / "removed-since.js").exists()
 
 
 def test_pack_writes_the_same_files_into_an_archive(tmp_path: Path) -> None:
-    folder = Path(_veriloop("path", "--dir", str(tmp_path / "ext"), cwd=tmp_path))
+    folder = write_extension(tmp_path / "ext")
     archive = Path(_veriloop("pack", "veriloop.zip", cwd=tmp_path))
     assert archive == (tmp_path / "veriloop.zip").resolve()
     with zipfile.ZipFile(archive) as zipped:
