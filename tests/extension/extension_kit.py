@@ -13,6 +13,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -153,6 +155,24 @@ def wait_steps(panel: Page, count: int, timeout_s: float = 60) -> None:
         arg=count,
         timeout=timeout_s * 1000,
     )
+
+
+@contextmanager
+def task_in_new_tab(extension: Extension, url: str, goal: str) -> Iterator[tuple[Page, int, Page]]:
+    """A new tab on ``url``, its side panel, and ``goal`` started there: (tab page, tab id, panel)."""
+    page, tab_id = extension.open_app(url)
+    panel = extension.panel(tab_id)
+    start_task(panel, goal)
+    try:
+        yield page, tab_id, panel
+    finally:
+        page.close()
+        panel.close()
+
+
+def assert_each_step_once(record: dict) -> None:
+    """The task's steps are 0, 1, 2, ...: none recorded (or executed) twice, none lost."""
+    assert steps(record) == list(range(len(record["task"]["steps"])))
 
 
 def start_task(panel: Page, goal: str) -> None:

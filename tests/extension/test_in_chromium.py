@@ -14,9 +14,10 @@ from extension_kit import (
     DOCS_IMAGES,
     Extension,
     Service,
+    assert_each_step_once,
     free_port,
     start_task,
-    steps,
+    task_in_new_tab,
     wait_final,
     wait_steps,
 )
@@ -43,8 +44,7 @@ def test_the_demo_tasks_are_done_and_the_app_confirms_it(
         assert wait_final(panel) == "completed", extension.record(tab_id)["task"]["message"]
         passed, detail = APP_CHECKS[goal](app_state(demo_app.url))
         assert passed, detail
-        record = extension.record(tab_id)
-        assert steps(record) == list(range(len(record["task"]["steps"])))
+        assert_each_step_once(extension.record(tab_id))
         if goal == ADD_PATIENT:
             # The deliberate no-op click: failed without a model call, then a correction.
             first, second = panel.locator("#steps > li").nth(0), panel.locator("#steps > li").nth(1)
@@ -65,20 +65,16 @@ def test_a_wrong_api_key_is_a_plain_message_and_nothing_runs(
 ) -> None:
     extension.configure(service.url, api_key="not-the-key")
     calls = model.calls()
-    page, tab_id = extension.open_app(demo_app.url)
-    panel = extension.panel(tab_id)
-    start_task(panel, ADD_PATIENT)
-    assert wait_final(panel) == "paused"
-    assert "refused the API key (401" in panel.text_content("#message")
-    assert model.calls() == calls and _jas_count(demo_app) == 0
-    assert extension.record(tab_id)["task"]["steps"] == []
-    # The right key, then Resume: the same task goes on from where it stopped.
-    extension.configure(service.url)
-    panel.click("#resume")
-    assert wait_final(panel) == "completed"
-    assert _jas_count(demo_app) == 1
-    page.close()
-    panel.close()
+    with task_in_new_tab(extension, demo_app.url, ADD_PATIENT) as (_page, tab_id, panel):
+        assert wait_final(panel) == "paused"
+        assert "refused the API key (401" in panel.text_content("#message")
+        assert model.calls() == calls and _jas_count(demo_app) == 0
+        assert extension.record(tab_id)["task"]["steps"] == []
+        # The right key, then Resume: the same task goes on from where it stopped.
+        extension.configure(service.url)
+        panel.click("#resume")
+        assert wait_final(panel) == "completed"
+        assert _jas_count(demo_app) == 1
 
 
 def test_a_chrome_page_is_refused_in_the_panel_and_nothing_is_sent(
@@ -109,97 +105,68 @@ def test_a_burst_of_503s_is_retried_with_the_same_request(
 ) -> None:
     extension.configure(service.url)
     model.script("verification", *[Fail(503, "overloaded", retry_after_s=0.01)] * 3)
-    page, tab_id = extension.open_app(demo_app.url)
-    panel = extension.panel(tab_id)
-    start_task(panel, SEARCH_PATIENT)
-    panel.wait_for_selector("#retry:not([hidden])", timeout=60000)
-    assert "503" in panel.text_content("#retry")
-    assert wait_final(panel) == "completed"
-    assert APP_CHECKS[SEARCH_PATIENT](app_state(demo_app.url))[0]
-    record = extension.record(tab_id)
-    assert steps(record) == list(range(len(record["task"]["steps"])))  # no step twice
-    page.close()
-    panel.close()
+    with task_in_new_tab(extension, demo_app.url, SEARCH_PATIENT) as (_page, tab_id, panel):
+        panel.wait_for_selector("#retry:not([hidden])", timeout=60000)
+        assert "503" in panel.text_content("#retry")
+        assert wait_final(panel) == "completed"
+        assert APP_CHECKS[SEARCH_PATIENT](app_state(demo_app.url))[0]
+        assert_each_step_once(extension.record(tab_id))
 
 
 def test_the_task_survives_a_service_restart(
     extension: Extension, service: Service, demo_app: DemoAppServer
 ) -> None:
     extension.configure(service.url)
-    page, tab_id = extension.open_app(demo_app.url)
-    panel = extension.panel(tab_id)
-    start_task(panel, ADD_PATIENT)
-    wait_steps(panel, 2)
-    service.stop(signal.SIGKILL)
-    time.sleep(1.5)  # the extension meets a closed port and backs off
-    service.start()
-    assert wait_final(panel) == "completed", extension.record(tab_id)["task"]["message"]
-    assert _jas_count(demo_app) == 1
-    record = extension.record(tab_id)
-    assert steps(record) == list(range(len(record["task"]["steps"])))
-    page.close()
-    panel.close()
+    with task_in_new_tab(extension, demo_app.url, ADD_PATIENT) as (_page, tab_id, panel):
+        wait_steps(panel, 2)
+        service.stop(signal.SIGKILL)
+        time.sleep(1.5)  # the extension meets a closed port and backs off
+        service.start()
+        assert wait_final(panel) == "completed", extension.record(tab_id)["task"]["message"]
+        assert _jas_count(demo_app) == 1
+        assert_each_step_once(extension.record(tab_id))
 
 
 def test_the_task_survives_a_service_worker_restart(
     extension: Extension, service: Service, demo_app: DemoAppServer
 ) -> None:
     extension.configure(service.url)
-    page, tab_id = extension.open_app(demo_app.url)
-    panel = extension.panel(tab_id)
-    start_task(panel, ADD_PATIENT)
-    wait_steps(panel, 2)
-    marker = extension.worker.evaluate("globalThis.veriloopTestMarker = Math.random()")
-    cdp = extension.context.new_cdp_session(panel)
-    cdp.send("ServiceWorker.enable")
-    cdp.send("ServiceWorker.stopAllWorkers")
-    panel.reload()  # the panel wakes the worker, which picks the task up from storage
-    assert wait_final(panel) == "completed", extension.record(tab_id)["task"]["message"]
-    assert extension.worker.evaluate("globalThis.veriloopTestMarker") != marker  # a new worker
-    assert _jas_count(demo_app) == 1  # Save was never clicked twice
-    record = extension.record(tab_id)
-    assert steps(record) == list(range(len(record["task"]["steps"])))
-    page.close()
-    panel.close()
+    with task_in_new_tab(extension, demo_app.url, ADD_PATIENT) as (_page, tab_id, panel):
+        wait_steps(panel, 2)
+        marker = extension.worker.evaluate("globalThis.veriloopTestMarker = Math.random()")
+        cdp = extension.context.new_cdp_session(panel)
+        cdp.send("ServiceWorker.enable")
+        cdp.send("ServiceWorker.stopAllWorkers")
+        panel.reload()  # the panel wakes the worker, which picks the task up from storage
+        assert wait_final(panel) == "completed", extension.record(tab_id)["task"]["message"]
+        assert extension.worker.evaluate("globalThis.veriloopTestMarker") != marker  # a new worker
+        assert _jas_count(demo_app) == 1  # Save was never clicked twice
+        assert_each_step_once(extension.record(tab_id))
 
 
 def test_a_navigation_mid_task_is_followed_on_the_new_page(
     extension: Extension, service: Service, demo_app: DemoAppServer
 ) -> None:
     extension.configure(service.url)
-    page, tab_id = extension.open_app(demo_app.url)
-    panel = extension.panel(tab_id)
-    start_task(panel, SEARCH_PATIENT)
-    wait_steps(panel, 1)
-    page.goto(demo_app.url + "?moved")  # the user (or the page) goes elsewhere mid-task
-    try:
-        state = wait_final(panel, 40)
-    except Exception:
-        import json
-
-        print(json.dumps(extension.record(tab_id)["task"], indent=1)[:6000])
-        raise
-    assert state == "completed", extension.record(tab_id)["task"]["message"]
-    assert APP_CHECKS[SEARCH_PATIENT](app_state(demo_app.url))[0]
-    assert extension.record(tab_id)["task"]["url"].endswith("?moved")
-    page.close()
-    panel.close()
+    with task_in_new_tab(extension, demo_app.url, SEARCH_PATIENT) as (page, tab_id, panel):
+        wait_steps(panel, 1)
+        page.goto(demo_app.url + "?moved")  # the user (or the page) goes elsewhere mid-task
+        assert wait_final(panel) == "completed", extension.record(tab_id)["task"]["message"]
+        assert APP_CHECKS[SEARCH_PATIENT](app_state(demo_app.url))[0]
+        assert extension.record(tab_id)["task"]["url"].endswith("?moved")
 
 
 def test_a_closed_tab_pauses_its_task(
     extension: Extension, service: Service, demo_app: DemoAppServer
 ) -> None:
     extension.configure(service.url)
-    page, tab_id = extension.open_app(demo_app.url)
-    panel = extension.panel(tab_id)
-    start_task(panel, ADD_PATIENT)
-    wait_steps(panel, 1)
-    page.close()
-    panel.wait_for_function(
-        "() => document.querySelector('#status')?.textContent === 'paused'", timeout=30000
-    )
-    assert "tab was closed" in panel.text_content("#message")
-    panel.close()
+    with task_in_new_tab(extension, demo_app.url, ADD_PATIENT) as (page, _tab_id, panel):
+        wait_steps(panel, 1)
+        page.close()
+        panel.wait_for_function(
+            "() => document.querySelector('#status')?.textContent === 'paused'", timeout=30000
+        )
+        assert "tab was closed" in panel.text_content("#message")
 
 
 TRUSTED_PAGE = """<!doctype html><html><body>
@@ -314,18 +281,14 @@ def test_a_service_answering_garbage_is_a_message_and_no_action(
 
     fake = ThreadingHTTPServer(("127.0.0.1", 0), Garbage)
     threading.Thread(target=fake.serve_forever, daemon=True).start()
+    extension.configure(f"http://127.0.0.1:{fake.server_address[1]}")
     try:
-        extension.configure(f"http://127.0.0.1:{fake.server_address[1]}")
-        page, tab_id = extension.open_app(demo_app.url)
-        panel = extension.panel(tab_id)
-        start_task(panel, ADD_PATIENT)
-        assert wait_final(panel) == "paused"
-        message = panel.text_content("#message")
-        assert "no action was taken" in message or "not JSON" in message, message
-        assert extension.record(tab_id)["task"]["executedStep"] is None  # nothing executed
-        assert page.is_visible("#new-patient") and not page.is_visible("#patient-name")
+        with task_in_new_tab(extension, demo_app.url, ADD_PATIENT) as (page, tab_id, panel):
+            assert wait_final(panel) == "paused"
+            message = panel.text_content("#message")
+            assert "no action was taken" in message or "not JSON" in message, message
+            assert extension.record(tab_id)["task"]["executedStep"] is None  # nothing executed
+            assert page.is_visible("#new-patient") and not page.is_visible("#patient-name")
     finally:
         fake.shutdown()
         fake.server_close()
-    page.close()
-    panel.close()
