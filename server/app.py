@@ -139,7 +139,9 @@ def extension_origins(extension_ids: tuple[str, ...]) -> str:
     is given), never a web page's. An extension id is 32 letters a-p."""
     for extension_id in extension_ids:
         if not re.fullmatch("[a-p]{32}", extension_id):
-            raise ValueError(f"VERILOOP_EXTENSION_IDS: {extension_id!r} is not a Chrome extension id")
+            raise ValueError(
+                f"VERILOOP_EXTENSION_IDS: {extension_id!r} is not a Chrome extension id"
+            )
     ids = "|".join(extension_ids) or "[a-p]{32}"
     return f"chrome-extension://({ids})"
 
