@@ -22,6 +22,7 @@ import httpx
 import pytest
 from playwright.sync_api import BrowserContext, Page, Worker
 
+from veriloop.llm.endpoint import SCRIPTED_MODEL
 from veriloop.runners.browser.client import ChromiumNotFound, chromium_path
 
 API_KEY = "ext-key"
@@ -62,6 +63,7 @@ class Service:
             **os.environ,
             "OPENAI_BASE_URL": self.model_url,
             "OPENAI_API_KEY": "scripted",
+            "VERILOOP_MODEL": SCRIPTED_MODEL,  # priced at $0, as a scripted demo is
             "VERILOOP_API_KEYS": f"{API_KEY}:extension-tests",
             "VERILOOP_PAGE_PROCESSES": "0",
             "VERILOOP_LLM_MAX_RETRIES": "0",
