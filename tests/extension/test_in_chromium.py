@@ -292,3 +292,22 @@ def test_a_service_answering_garbage_is_a_message_and_no_action(
     finally:
         fake.shutdown()
         fake.server_close()
+
+
+def test_a_task_whose_storage_was_lost_is_continued_from_the_service(
+    extension: Extension, service: Service, demo_app: DemoAppServer
+) -> None:
+    extension.configure(service.url)
+    with task_in_new_tab(extension, demo_app.url, ADD_PATIENT) as (_page, tab_id, panel):
+        wait_steps(panel, 2)
+        task_id = extension.record(tab_id)["task"]["taskId"]
+        extension.worker.evaluate(
+            "id => chrome.storage.local.remove([`tab:${id}`, `pending:${id}`])", tab_id
+        )
+        panel.reload()
+        panel.wait_for_selector("#recover:not([hidden])", timeout=30000)
+        assert panel.text_content("#recover-goal") == ADD_PATIENT
+        panel.click("#recover-button")
+        assert wait_final(panel) == "completed", extension.record(tab_id)["task"]["message"]
+        assert extension.record(tab_id)["task"]["taskId"] == task_id  # the same task, continued
+        assert _jas_count(demo_app) == 1
