@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from veriloop.schemas.actions import parse_action
 from veriloop.schemas.api import InteractResponse, VerificationSummary
 from veriloop.schemas.observation import Observation
 
@@ -69,14 +70,19 @@ def state_to_response(state: dict[str, Any]) -> InteractResponse:
             observations=verification.get("observations", []),
             semantic_summary=verification.get("semantic_summary", ""),
             failure_category=verification.get("failure_category"),
+            model_called=verification.get("model_called", False),
         )
+    tried = state.get("tried_strategies") or []
     return InteractResponse(
         task_id=state["task_id"],
         step_index=last["step_index"],
         action=last["action"],
+        parsed_action=parse_action(last["action"]),
         thought=last.get("thought", ""),
         status=state.get("status", "executing"),
         verification=summary,
+        # finalize appends the strategy that chose a correction's action to tried_strategies.
+        correction_strategy=tried[-1] if last.get("source") == "correction" and tried else None,
     )
 
 

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from veriloop.schemas.actions import Action
 from veriloop.schemas.base import WireModel
 from veriloop.schemas.observation import BeforeStateSummary, Observation
 from veriloop.schemas.plan import Plan
@@ -50,6 +51,10 @@ class VerificationSummary(WireModel):
     observations: list[str] = Field(default_factory=list)
     semantic_summary: str = ""
     failure_category: FailureCategory | None = None
+    model_called: bool = Field(
+        default=False,
+        description="Whether the model was asked for this verdict (a no-change failure is judged without it).",
+    )
 
 
 class InteractResponse(WireModel):
@@ -58,9 +63,23 @@ class InteractResponse(WireModel):
     task_id: str
     step_index: int
     action: str
+    parsed_action: Action | None = Field(
+        default=None,
+        description="The action as fields (kind, elementId, text, seconds), so a client need not parse it.",
+    )
+    target: str | None = Field(
+        default=None,
+        description='What a person would call the element the action targets ("Save" for click(9)), '
+        "read from the page sent with this request.",
+    )
     thought: str = ""
     status: TaskStatus
     verification: VerificationSummary | None = None
+    correction_strategy: str | None = Field(
+        default=None,
+        description="The correction strategy that chose this action, e.g. alternative_element(12); "
+        "None when the action came from the plan.",
+    )
 
 
 class TaskSummary(WireModel):

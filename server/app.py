@@ -8,6 +8,7 @@ errors and adds a one-line ``message``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from functools import partial
@@ -15,6 +16,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from langgraph.graph.state import CompiledStateGraph
@@ -127,7 +129,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     add_agent_routes(app)
     # Refuse absurd bodies before parsing them; JSON escaping can inflate a DOM several times over.
     app.add_middleware(BodyLimit, limit=4 * settings.max_dom_bytes + 1_000_000)
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origin_regex=extension_origins(settings.extension_ids),
+        allow_methods=["GET", "POST"],
+        allow_headers=["Authorization", "Content-Type", "X-API-Key"],
+        max_age=600,
+    )
     return app
+
+
+def extension_origins(extension_ids: tuple[str, ...]) -> str:
+    """The origins CORS accepts: the pages of the given Chrome extensions (any extension when none
+    is given), never a web page's. An extension id is 32 letters a-p."""
+    for extension_id in extension_ids:
+        if not re.fullmatch("[a-p]{32}", extension_id):
+            raise ValueError(
+                f"VERILOOP_EXTENSION_IDS: {extension_id!r} is not a Chrome extension id"
+            )
+    ids = "|".join(extension_ids) or "[a-p]{32}"
+    return f"chrome-extension://({ids})"
 
 
 class PageBodyRequest(Request):

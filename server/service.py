@@ -17,8 +17,10 @@ from typing import Any
 from langgraph.graph.state import CompiledStateGraph
 
 from veriloop.context import Context
+from veriloop.engines.targets import target_label
 from veriloop.graph.io import observation_to_input, state_to_response
 from veriloop.llm.base import LLMUnavailable
+from veriloop.page_processes import offload_for
 from veriloop.schemas.api import (
     ActionSummary,
     BeforeStateSummary,
@@ -196,6 +198,12 @@ class TaskService:
         try:
             values, checkpoint_id = await self._invoke(graph_input, _pinned(task_id, start))
             response = state_to_response(values)
+            if response.parsed_action is not None and response.parsed_action.element_id is not None:
+                # The element's name, from the page the action was chosen on (a parse, off the loop).
+                offload = offload_for(self.context().page_processes)
+                response.target = await offload(
+                    target_label, request.dom, response.parsed_action.element_id
+                )
             stamp = now()
             committed = TaskEntry(
                 tenant=tenant,

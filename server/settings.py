@@ -39,6 +39,9 @@ class Settings:
     """PostgreSQL connections for checkpoints and the task index (per process)."""
     page_processes: int = field(default_factory=lambda: default_page_processes(os.cpu_count()))
     """Processes that parse, diff and compact pages beside each serving process (0: a thread)."""
+    extension_ids: tuple[str, ...] = ()
+    """Chrome extension ids whose pages may call the API from the browser (CORS); empty: any
+    extension's. Web pages' origins are never allowed."""
     plan_shell: PlanShell = "off"
     """Whether HTTP plan runs may start processes (see :data:`PlanShell`)."""
 
@@ -100,6 +103,10 @@ class Settings:
             ),
             pg_pool_size=int(env.get("VERILOOP_PG_POOL_SIZE") or defaults.pg_pool_size),
             page_processes=int(env.get("VERILOOP_PAGE_PROCESSES") or defaults.page_processes),
+            extension_ids=tuple(
+                part.strip()
+                for part in (env.get("VERILOOP_EXTENSION_IDS") or "").replace(",", " ").split()
+            ),
             plan_shell=env.get("VERILOOP_PLAN_SHELL") or defaults.plan_shell,  # type: ignore[arg-type]
         )
 

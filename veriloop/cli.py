@@ -40,6 +40,11 @@ app = typer.Typer(
 )
 app.add_typer(eval_app, name="eval")
 app.add_typer(plan_app, name="plan")
+extension_app = typer.Typer(
+    help="The Chrome extension: the agent in your own browser, with a side panel.",
+    no_args_is_help=True,
+)
+app.add_typer(extension_app, name="extension")
 # soft_wrap: a long line stays one line when piped (rich would hard-wrap it at 80 columns).
 console = Console(soft_wrap=True)
 _ROUTINE_OBSERVATIONS = ("URL did not change", "The browser client reported no URL change")
@@ -446,6 +451,33 @@ def demo(
     console.print(usage_table(reduce(add_usage, (run.usage for run in result.runs), {})))
     console.print(f"report: {result.report.resolve()}")
     raise typer.Exit(result.exit_code)
+
+
+@extension_app.command("path")
+def extension_path(
+    folder: Annotated[
+        Path | None,
+        typer.Option(
+            "--dir",
+            help="Where to write the unpacked extension (default: extension/ in the data directory).",
+        ),
+    ] = None,
+) -> None:
+    """Write the unpacked extension and print its folder (chrome://extensions > Load unpacked)."""
+    from veriloop.extension_bundle import write_extension
+
+    target = write_extension((folder or default_data_dir() / "extension").resolve())
+    print(target)
+
+
+@extension_app.command("pack")
+def extension_pack(
+    archive: Annotated[Path, typer.Argument(help="The zip archive to write, e.g. veriloop.zip.")],
+) -> None:
+    """Write the extension as a zip archive (for the Web Store or an enterprise policy)."""
+    from veriloop.extension_bundle import pack_extension
+
+    print(pack_extension(archive.resolve()))
 
 
 if __name__ == "__main__":
