@@ -8,7 +8,7 @@ from pathlib import Path
 
 from playwright.sync_api import Page
 
-SCREENSHOTS_ENV = "VERILOOP_CONSOLE_SCREENSHOTS"
+SCREENSHOTS_ENV = "VERILOOP_SCREENSHOTS"
 """Where the screenshots go (``docs/images`` refreshes the documentation's); unset: a temp folder."""
 
 
@@ -21,7 +21,7 @@ def sign_in(page: Page, url: str, key: str = "key-a") -> None:
 
 
 def screenshot(page: Page, name: str) -> None:
-    """``console_<name>.png`` for docs/console.md, in ``$VERILOOP_CONSOLE_SCREENSHOTS`` (a test
+    """``console_<name>.png`` for docs/console.md, in ``$VERILOOP_SCREENSHOTS`` (a test
     run leaves the checkout alone unless asked), else beside the test's temporary files."""
     folder = Path(os.environ.get(SCREENSHOTS_ENV) or tempfile.gettempdir())
     folder.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +28,9 @@ from veriloop.runners.browser.client import ChromiumNotFound, chromium_path
 
 API_KEY = "ext-key"
 FINAL_STATES = ("completed", "failed", "paused", "stopped")
-DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+DOCS_IMAGES = Path(os.environ.get("VERILOOP_SCREENSHOTS") or tempfile.gettempdir())
+"""Where the screenshots for docs/extension.md go: ``VERILOOP_SCREENSHOTS=docs/images`` refreshes
+the documentation's; unset, a test run leaves the checkout alone."""
 
 
 def chromium() -> str:
