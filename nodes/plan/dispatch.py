@@ -7,7 +7,7 @@ from typing import Any
 
 from veriloop.engines.plan.policy import dependency_results, next_batch
 from veriloop.graph.plan_state import PlanState, StepInput
-from veriloop.nodes.plan.support import emit, manifest_of
+from veriloop.nodes.plan.support import emit, manifest_of, results_update
 from veriloop.schemas.plan_run import StepResult
 
 
@@ -24,7 +24,7 @@ def dispatch(state: PlanState) -> dict:
         emit(
             state, "step_finished", step_id=step_id, status="blocked", diagnosis=result["diagnosis"]
         )
-    return {"ready": batch.ready, "step_results": blocked}
+    return {"ready": batch.ready, **results_update(blocked)}
 
 
 def step_inputs(state: PlanState) -> list[StepInput]:

@@ -17,7 +17,7 @@ async def plan(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
     """A user's manifest that does not parse rejects the run; a model's draft goes to the critic."""
     ctx = plan_context(runtime)
     tools = sorted(tool_registry(ctx))
-    if state.get("plan") is not None:  # a nested plan step hands its child a parsed plan
+    if state.get("plan"):  # a nested plan step hands its child a parsed plan
         return {"model": ctx.model}
     if state.get("manifest") is not None:
         try:
@@ -26,11 +26,13 @@ async def plan(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
             )
         except ManifestError as exc:
             return {
+                "manifest": None,
                 "status": "rejected",
                 "halt_reason": str(exc),
                 "critique": rejection_critique(exc.problems).model_dump(),
             }
         return {
+            "manifest": None,  # parsed: kept once as ``plan``, not copied into every checkpoint
             "plan": manifest.model_dump(),
             "plan_origin": "user",
             "goal": state.get("goal") or manifest.goal,

@@ -53,6 +53,12 @@ def _file_tools(workspace: str) -> dict[str, Any]:
     return {tool.name: tool for tool in workspace_tools(Workspace(Path(workspace)))}
 
 
+def results_update(results: dict[str, Any]) -> dict[str, Any]:
+    """``{"step_results": results}``, or nothing when there are none: an empty write would still be
+    stored, and counted towards the channel's next whole copy."""
+    return {"step_results": results} if results else {}
+
+
 def emit(state: PlanState | StepState, event: str, **fields: Any) -> None:
     """Send a progress event on the custom stream (a no-op when nobody streams it)."""
     payload = {"event": event, "run_id": state.get("run_id"), **fields}
