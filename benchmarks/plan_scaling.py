@@ -130,9 +130,7 @@ async def on_sqlite(sizes: list[int], shapes: list[Shape], workspace: str) -> li
     return runs
 
 
-async def on_postgres(
-    sizes: list[int], shapes: list[Shape], workspace: str, url: str
-) -> list[Run]:
+async def on_postgres(sizes: list[int], shapes: list[Shape], workspace: str, url: str) -> list[Run]:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
     runs = []
