@@ -99,8 +99,20 @@ async def measure(
     return Run(database, shape, n, report.status, wall, await count_bytes(run_id))
 
 
+async def sqlite_bytes(conn: Any, run_id: str) -> int:
+    """What a run left in a SQLite saver's tables: its checkpoints and their pending writes."""
+    total = 0
+    for sql in (
+        "SELECT sum(length(checkpoint) + length(metadata)) FROM checkpoints WHERE thread_id = ?",
+        "SELECT sum(length(value)) FROM writes WHERE thread_id = ?",
+    ):
+        async with conn.execute(sql, (run_id,)) as cursor:
+            total += (await cursor.fetchone())[0] or 0
+    return total
+
+
 async def sqlite_run(shape: Shape, n: int, workspace: str) -> Run:
-    """One run on a fresh SQLite file; its bytes are the file's rows for the run's thread."""
+    """One run on a fresh SQLite file."""
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -108,15 +120,7 @@ async def sqlite_run(shape: Shape, n: int, workspace: str) -> Run:
         async with aiosqlite.connect(Path(folder) / "plans.sqlite") as conn:
 
             async def count_bytes(run_id: str) -> int:
-                total = 0
-                for sql in (
-                    "SELECT sum(length(checkpoint) + length(metadata)) FROM checkpoints "
-                    "WHERE thread_id = ?",
-                    "SELECT sum(length(value)) FROM writes WHERE thread_id = ?",
-                ):
-                    async with conn.execute(sql, (run_id,)) as cursor:
-                        total += (await cursor.fetchone())[0] or 0
-                return total
+                return await sqlite_bytes(conn, run_id)
 
             return await measure(AsyncSqliteSaver(conn), count_bytes, "sqlite", shape, n, workspace)
 

@@ -24,7 +24,7 @@ blocked (and a critical one halts the run), because its consumers would get garb
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -49,11 +49,16 @@ class Batch:
     """step id -> why it can never run (a failed or blocked dependency)."""
 
 
-def next_batch(manifest: Manifest, results: Mapping[str, Mapping[str, Any]]) -> Batch:
-    """The runnable unfinished steps of the lowest level that has any; blocked steps are named."""
+def next_batch(
+    manifest: Manifest,
+    results: Mapping[str, Mapping[str, Any]],
+    levels: Sequence[Sequence[str]] | None = None,
+) -> Batch:
+    """The runnable unfinished steps of the lowest level that has any; blocked steps are named.
+    ``levels``: the manifest's :func:`dependency_levels`, when the caller keeps them."""
     status = {step_id: result.get("status") for step_id, result in results.items()}
     blocked: dict[str, str] = {}
-    for level in dependency_levels(manifest):
+    for level in levels if levels is not None else dependency_levels(manifest):
         ready = []
         for step_id in level:
             if status.get(step_id) in FINISHED_STATUSES:

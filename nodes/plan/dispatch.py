@@ -7,7 +7,7 @@ from typing import Any
 
 from veriloop.engines.plan.policy import dependency_results, next_batch
 from veriloop.graph.plan_state import PlanState, StepInput
-from veriloop.nodes.plan.support import emit, manifest_of, results_update
+from veriloop.nodes.plan.support import emit, levels_of, manifest_of, results_update
 from veriloop.schemas.plan_run import StepResult
 
 
@@ -15,7 +15,7 @@ def dispatch(state: PlanState) -> dict:
     """The next batch, or none once the run halted."""
     if state.get("halted"):
         return {"ready": []}
-    batch = next_batch(manifest_of(state), state.get("step_results") or {})
+    batch = next_batch(manifest_of(state), state.get("step_results") or {}, levels_of(state))
     blocked = {
         step_id: StepResult(step_id=step_id, status="blocked", diagnosis=why).model_dump()
         for step_id, why in batch.blocked.items()
