@@ -7,7 +7,7 @@ other (concurrency 8, as a user would leave it); a fan runs every step in one le
 PostgreSQL, their channel blobs) plus the pending writes.
 
     python -m benchmarks.plan_scaling [--sizes 100,1000] [--databases sqlite,postgres]
-    python -m benchmarks.plan_scaling --quick            # 10 and 100 steps, SQLite only (tests)
+    python -m benchmarks.plan_scaling --quick            # 10 and 40 steps, SQLite only (tests)
 
 PostgreSQL is read from ``--postgres-url`` or ``VERILOOP_TEST_POSTGRES_URL``.
 
@@ -218,13 +218,13 @@ def main(
     sizes: Annotated[str, typer.Option(help="Plan lengths, comma-separated.")] = "100,1000",
     databases: Annotated[str, typer.Option(help="sqlite, postgres, or both.")] = "sqlite,postgres",
     shapes: Annotated[str, typer.Option(help="chain, fan, or both.")] = "chain,fan",
-    quick: Annotated[bool, typer.Option(help="10 and 100 steps on SQLite (a smoke run).")] = False,
+    quick: Annotated[bool, typer.Option(help="10 and 40 steps on SQLite (a smoke run).")] = False,
     postgres_url: Annotated[str, typer.Option(help="PostgreSQL URL.")] = "",
     plot_path: Annotated[str, typer.Option("--plot", help="Where the plot goes.")] = str(
         DEFAULT_PLOT
     ),
 ) -> None:
-    lengths = [10, 100] if quick else [int(s) for s in sizes.split(",")]
+    lengths = [10, 40] if quick else [int(s) for s in sizes.split(",")]
     wanted = ["sqlite"] if quick else [d.strip() for d in databases.split(",")]
     kinds: list[Shape] = [s.strip() for s in shapes.split(",")]  # type: ignore[misc]
     runs: list[Run] = []
