@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -96,6 +97,8 @@ async def measure(
         manifest=plan_manifest(shape, n), run_id=run_id, concurrency=CONCURRENCY[shape]
     )
     wall = time.perf_counter() - started
+    for result in [r for r in report.steps.values() if r.status != "completed"][:3]:
+        print(f"  {result.step_id} {result.status}: {result.diagnosis[:200]}", file=sys.stderr)
     return Run(database, shape, n, report.status, wall, await count_bytes(run_id))
 
 

@@ -78,6 +78,21 @@ def sync_and_async(node: Node) -> NodeBodies:
     return NodeBodies(node.__name__, run, arun)
 
 
+def sync_and_async_twins(
+    node: Callable[[State, Runtime[Context]], dict], anode: Node
+) -> NodeBodies:
+    """A node written twice, ``(state, runtime)`` each: ``node`` for ``invoke``, ``anode`` for
+    ``ainvoke`` (for a node that must call a graph the way it was itself called)."""
+
+    def run(state: State) -> dict:
+        return node(state, get_runtime(Context))
+
+    async def arun(state: State) -> dict:
+        return await anode(state, get_runtime(Context))
+
+    return NodeBodies(anode.__name__, run, arun)
+
+
 def on_loop(node: Callable[..., dict]) -> NodeBodies:
     """A node ``(state)`` or ``(state, runtime)`` that only reshapes state (no model call, no page
     work) as a runnable that runs on the event loop under ``ainvoke``, where LangGraph would hand a

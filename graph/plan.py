@@ -10,7 +10,7 @@ from __future__ import annotations
 from langgraph.graph import END, START, StateGraph
 
 from veriloop.context import PlanContext
-from veriloop.graph.bridge import Router, on_loop, sync_and_async
+from veriloop.graph.bridge import Router, on_loop, sync_and_async, sync_and_async_twins
 from veriloop.graph.plan_routers import (
     route_after_batch,
     route_after_check,
@@ -44,7 +44,7 @@ def build_step_graph() -> StateGraph:
     builder.add_node("correct", on_loop(correct))
     builder.add_node("finish", on_loop(finish))
     builder.add_node("human_review", on_loop(human_review))
-    builder.add_node("subplan", sync_and_async(make_subplan(lambda: graph)))
+    builder.add_node("subplan", sync_and_async_twins(*make_subplan(lambda: graph)))
 
     builder.add_conditional_edges(START, Router(route_step_start))
     builder.add_edge("prepare", "execute")

@@ -78,12 +78,19 @@ def test_invoke_runs_a_nested_plan(tools, calls, tmp_path):
         py_step("outer"),
         {"id": "inner", "depends_on": ["outer"], "plan": manifest(py_step("x"), py_step("y"))},
     )
-    graph = build_plan_graph().compile(checkpointer=InMemorySaver())
-    done = graph.invoke(
-        {"run_id": "sync-3", "manifest": nested},
-        {"configurable": {"thread_id": "sync-3"}},
-        context=PlanContext(workspace=str(tmp_path), tools=tools, review_critical_steps=False),
-    )
+    # The sync saver has no async methods: the child plan runs with invoke as well.
+    with SqliteSaver.from_conn_string(str(tmp_path / "plans.sqlite")) as saver:
+        done = (
+            build_plan_graph()
+            .compile(checkpointer=saver)
+            .invoke(
+                {"run_id": "sync-3", "manifest": nested},
+                {"configurable": {"thread_id": "sync-3"}},
+                context=PlanContext(
+                    workspace=str(tmp_path), tools=tools, review_critical_steps=False
+                ),
+            )
+        )
     assert done["status"] == "completed"
     assert set(done["step_results"]["inner"]["sub_run"]["steps"]) == {"x", "y"}
     assert calls == {"ok": 3}
