@@ -76,6 +76,10 @@ class Run:
     n: int
     status: str
     wall_s: float
+    cpu_s: float
+    """CPU time of the whole process (the saver's thread included) during the run."""
+    read_s: float
+    """Reading the finished run's report back (the delta channels replayed)."""
     bytes: int
 
     @property
@@ -92,14 +96,18 @@ async def measure(
         tools={"work": work},
     )
     run_id = f"{shape}-{n}-{time.time_ns()}"
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     report = await runner.arun(
         manifest=plan_manifest(shape, n), run_id=run_id, concurrency=CONCURRENCY[shape]
     )
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     for result in [r for r in report.steps.values() if r.status != "completed"][:3]:
         print(f"  {result.step_id} {result.status}: {result.diagnosis[:200]}", file=sys.stderr)
-    return Run(database, shape, n, report.status, wall, await count_bytes(run_id))
+    read = time.perf_counter()
+    if await runner.areport(run_id) != report:
+        raise SystemExit(f"{shape} {n} on {database}: the report read back differs")
+    read = time.perf_counter() - read
+    return Run(database, shape, n, report.status, wall, cpu, read, await count_bytes(run_id))
 
 
 async def sqlite_bytes(conn: Any, run_id: str) -> int:
@@ -169,7 +177,8 @@ async def on_postgres(sizes: list[int], shapes: list[Shape], workspace: str, url
 def _line(run: Run) -> str:
     return (
         f"{run.database:>8} {run.shape:>5} {run.n:>5}: {run.status:<9} {run.wall_s:7.2f} s "
-        f"{run.ms_per_step:6.2f} ms/step {run.bytes / 1e6:9.2f} MB"
+        f"{run.ms_per_step:6.2f} ms/step ({1000 * run.cpu_s / run.n:5.2f} ms CPU) "
+        f"{run.bytes / 1e6:9.2f} MB, read back in {run.read_s:5.2f} s"
     )
 
 
