@@ -15,7 +15,8 @@ Last line: ``RESULT bytes_ratio_1000_over_100=R ms_per_step_ratio_1000_over_100=
 ms_per_step_100=M fan_1000_status=S``: R and T the largest ratio over shapes and databases of the
 large size over the small one (bytes of the whole run; wall time per step), M a 100-step chain's
 milliseconds per step on SQLite, S the large fan's status on every database (``completed`` when
-every one completed). The plot of bytes and time against N goes to ``--plot``
+every one completed). Each small size runs before and after its large one (the mean counts), so
+that a shared machine's drift over the long run does not land on one side of the ratio only. The plot of bytes and time against N goes to ``--plot``
 (``benchmarks/results/plan_scaling.png`` by default).
 """
 
@@ -139,7 +140,7 @@ async def sqlite_run(shape: Shape, n: int, workspace: str) -> Run:
 async def on_sqlite(sizes: list[int], shapes: list[Shape], workspace: str) -> list[Run]:
     runs = []
     for shape in shapes:
-        for n in sizes:
+        for n in sandwich(sizes):
             runs.append(await sqlite_run(shape, n, workspace))
             print(_line(runs[-1]), flush=True)
     return runs
@@ -168,7 +169,7 @@ async def on_postgres(sizes: list[int], shapes: list[Shape], workspace: str, url
             return total
 
         for shape in shapes:
-            for n in sizes:
+            for n in sandwich(sizes):
                 runs.append(await measure(saver, count_bytes, "postgres", shape, n, workspace))
                 print(_line(runs[-1]), flush=True)
     return runs
@@ -182,9 +183,33 @@ def _line(run: Run) -> str:
     )
 
 
+def sandwich(sizes: list[int]) -> list[int]:
+    """The sizes up and back down (100, 1000, 100): the machine's drift over the long run hits
+    the small size on both sides of it."""
+    return [*sizes, *reversed(sizes[:-1])]
+
+
+def mean_runs(runs: list[Run]) -> dict[tuple[str, str, int], Run]:
+    """One run per database, shape and size: repeats averaged."""
+    grouped: dict[tuple[str, str, int], list[Run]] = {}
+    for run in runs:
+        grouped.setdefault((run.database, run.shape, run.n), []).append(run)
+    return {
+        key: Run(
+            *key,
+            status=",".join(sorted({r.status for r in group})),
+            **{
+                name: sum(getattr(r, name) for r in group) / len(group)
+                for name in ("wall_s", "cpu_s", "read_s", "bytes")
+            },
+        )
+        for key, group in grouped.items()
+    }
+
+
 def summary(runs: list[Run], small: int, large: int) -> str:
     """The RESULT line (see the module docstring)."""
-    by = {(r.database, r.shape, r.n): r for r in runs}
+    by = mean_runs(runs)
     pairs = [
         (by[(db, shape, small)], by[(db, shape, large)])
         for (db, shape, n) in by
@@ -192,6 +217,8 @@ def summary(runs: list[Run], small: int, large: int) -> str:
     ]
     bytes_ratio = max(b.bytes / a.bytes for a, b in pairs)
     time_ratio = max(b.ms_per_step / a.ms_per_step for a, b in pairs)
+    cpu_ratio = max(b.cpu_s / b.n / (a.cpu_s / a.n) for a, b in pairs)
+    print(f"largest CPU-a-step ratio {large}/{small}: {cpu_ratio:.2f}")
     chain_small = by[("sqlite", "chain", small)].ms_per_step
     fans = [r.status for r in runs if r.shape == "fan" and r.n == large]
     fan_status = "completed" if fans and all(s == "completed" for s in fans) else ",".join(fans)
@@ -206,8 +233,9 @@ def plot(runs: list[Run], path: Path) -> Path:
     """Bytes and milliseconds per step against N, one line per database and shape."""
     figure = Figure(figsize=(9, 3.6))
     bytes_axes, time_axes = figure.subplots(1, 2)
-    for key in sorted({(r.database, r.shape) for r in runs}):
-        line = sorted((r for r in runs if (r.database, r.shape) == key), key=lambda r: r.n)
+    averaged = list(mean_runs(runs).values())
+    for key in sorted({(r.database, r.shape) for r in averaged}):
+        line = sorted((r for r in averaged if (r.database, r.shape) == key), key=lambda r: r.n)
         label = f"{key[1]} ({key[0]})"
         bytes_axes.plot([r.n for r in line], [r.bytes / 1e6 for r in line], "o-", label=label)
         time_axes.plot([r.n for r in line], [r.ms_per_step for r in line], "o-", label=label)
