@@ -30,6 +30,7 @@ def plan_context(runtime: Runtime[PlanContext]) -> PlanContext:
 @dataclass
 class _Parsed:
     steps: list[Any]
+    agents: Any
     manifest: Manifest
     levels: list[list[str]] | None = None
 
@@ -43,12 +44,12 @@ def _parse(plan: dict[str, Any]) -> _Parsed:
     # 1,000-step manifest costs ~15 ms, three times a step. LangGraph hands each superstep a shallow
     # copy of the dump, so the key is its steps list: a new dump (a replan) has a new one. The entry
     # holds that list, so its id is not reused while cached; nodes never change a dump in place.
-    steps = plan["steps"]
+    steps, agents = plan["steps"], plan.get("agents")
     entry = _parsed.get(id(steps))
-    if entry is None or entry.steps is not steps:
+    if entry is None or entry.steps is not steps or entry.agents is not agents:
         if len(_parsed) >= _PARSED_KEPT:
             _parsed.pop(next(iter(_parsed)))
-        entry = _parsed[id(steps)] = _Parsed(steps, Manifest.model_validate(plan))
+        entry = _parsed[id(steps)] = _Parsed(steps, agents, Manifest.model_validate(plan))
     return entry
 
 
