@@ -53,9 +53,11 @@ def next_batch(
     manifest: Manifest,
     results: Mapping[str, Mapping[str, Any]],
     levels: Sequence[Sequence[str]] | None = None,
+    limit: int | None = None,
 ) -> Batch:
-    """The runnable unfinished steps of the lowest level that has any; blocked steps are named.
-    ``levels``: the manifest's :func:`dependency_levels`, when the caller keeps them."""
+    """The runnable unfinished steps of the lowest level that has any (the first ``limit`` of
+    them); blocked steps are named. ``levels``: the manifest's :func:`dependency_levels`, when
+    the caller keeps them."""
     status = {step_id: result.get("status") for step_id, result in results.items()}
     blocked: dict[str, str] = {}
     for level in levels if levels is not None else dependency_levels(manifest):
@@ -73,7 +75,7 @@ def next_batch(
                 continue
             ready.append(step_id)
         if ready:
-            return Batch(ready=ready, blocked=blocked)
+            return Batch(ready=ready[:limit], blocked=blocked)
     return Batch(ready=[], blocked=blocked)
 
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 
 import aiosqlite
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from plan_testkit import manifest, py_step
 
 from benchmarks.plan_scaling import plan_manifest, sqlite_bytes, work
 from veriloop.context import PlanContext
+from veriloop.graph.plan import build_plan_graph
 from veriloop.plans import PlanRunner
 
 
@@ -54,3 +56,20 @@ def test_the_parallel_limit_comes_from_the_context(runner):
     wide = manifest(*(py_step(f"p{i}") for i in range(12)))
     report = runner(max_parallel_steps=12).run(wide)
     assert "parallel_explosion" not in {f.rule for f in report.critique.findings}
+
+
+def test_a_wide_level_runs_in_batches_of_four_a_slot(tools, calls, tmp_path):
+    graph = build_plan_graph().compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "wide"}, "max_concurrency": 2}
+    context = PlanContext(workspace=str(tmp_path), tools=tools, review_critical_steps=False)
+    wide = manifest(*(py_step(f"p{i}") for i in range(20)))
+    batches = [
+        update["dispatch"]["ready"]
+        for update in graph.stream({"run_id": "wide", "manifest": wide}, config, context=context)
+        if "dispatch" in update
+    ]
+    # Four steps a slot (nodes/plan/dispatch.BATCH_PER_SLOT), in manifest order.
+    assert [len(b) for b in batches] == [8, 8, 4, 0]
+    assert [s for b in batches for s in b] == [f"p{i}" for i in range(20)]
+    assert graph.get_state(config).values["status"] == "completed"
+    assert calls == {"ok": 20}
