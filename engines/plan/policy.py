@@ -1,7 +1,8 @@
 """Which steps may run next, and what a failed step does to the run.
 
 Readiness: steps run level by level (a step's level is one more than its deepest dependency).
-The next batch is the unfinished steps of the lowest level that still has any. A step whose
+The next batch is the unfinished steps of the lowest level that still has any (the first ones,
+when the caller limits a batch's size). A step whose
 dependency failed or was blocked is blocked itself and never runs; a dependency that was
 *skipped* (failed, but its policy lets the run go on) leaves the step runnable with that
 dependency's result missing (``None``).
