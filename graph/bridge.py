@@ -78,15 +78,38 @@ def sync_and_async(node: Node) -> NodeBodies:
     return NodeBodies(node.__name__, run, arun)
 
 
-def on_loop(node: Callable[[State], dict]) -> NodeBodies:
-    """A node that only reshapes state (no model call, no page work) as a runnable that runs on
-    the event loop under ``ainvoke``, where LangGraph would hand a sync node to its thread pool:
-    the hop there and back cost more than the node's own work. Under ``invoke`` it runs as itself."""
+def sync_and_async_twins(
+    node: Callable[[State, Runtime[Context]], dict], anode: Node
+) -> NodeBodies:
+    """A node written twice, ``(state, runtime)`` each: ``node`` for ``invoke``, ``anode`` for
+    ``ainvoke`` (for a node that must call a graph the way it was itself called)."""
+
+    def run(state: State) -> dict:
+        return node(state, get_runtime(Context))
 
     async def arun(state: State) -> dict:
-        return node(state)
+        return await anode(state, get_runtime(Context))
 
-    return NodeBodies(node.__name__, node, arun)
+    return NodeBodies(anode.__name__, run, arun)
+
+
+def on_loop(node: Callable[..., dict]) -> NodeBodies:
+    """A node ``(state)`` or ``(state, runtime)`` that only reshapes state (no model call, no page
+    work) as a runnable that runs on the event loop under ``ainvoke``, where LangGraph would hand a
+    sync node to its thread pool: the hop there and back cost more than the node's own work. Under
+    ``invoke`` it runs as itself."""
+    if "runtime" in inspect.signature(node).parameters:
+
+        def run(state: State) -> dict:
+            return node(state, get_runtime(Context))
+
+    else:
+        run = node
+
+    async def arun(state: State) -> dict:
+        return run(state)
+
+    return NodeBodies(node.__name__, run, arun)
 
 
 class Router(RunnableLambda):

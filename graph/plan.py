@@ -10,6 +10,7 @@ from __future__ import annotations
 from langgraph.graph import END, START, StateGraph
 
 from veriloop.context import PlanContext
+from veriloop.graph.bridge import Router, on_loop, sync_and_async, sync_and_async_twins
 from veriloop.graph.plan_routers import (
     route_after_batch,
     route_after_check,
@@ -35,18 +36,20 @@ def build_step_graph() -> StateGraph:
     builder = StateGraph(
         StepState, context_schema=PlanContext, input_schema=StepInput, output_schema=StepOutput
     )
-    builder.add_node("prepare", prepare)
-    builder.add_node("execute", execute)
-    builder.add_node("check", check)
-    builder.add_node("correct", correct)
-    builder.add_node("finish", finish)
-    builder.add_node("human_review", human_review)
-    builder.add_node("subplan", make_subplan(lambda: graph))
+    # Async nodes get a sync body (the bridge loop) so ``graph.invoke``/``stream`` run them too;
+    # nodes that only reshape state run on the event loop under ``ainvoke`` (no thread hop).
+    builder.add_node("prepare", prepare)  # file fingerprints: in LangGraph's thread pool
+    builder.add_node("execute", sync_and_async(execute))
+    builder.add_node("check", sync_and_async(check))
+    builder.add_node("correct", on_loop(correct))
+    builder.add_node("finish", on_loop(finish))
+    builder.add_node("human_review", on_loop(human_review))
+    builder.add_node("subplan", sync_and_async_twins(*make_subplan(lambda: graph)))
 
-    builder.add_conditional_edges(START, route_step_start)
+    builder.add_conditional_edges(START, Router(route_step_start))
     builder.add_edge("prepare", "execute")
     builder.add_edge("execute", "check")
-    builder.add_conditional_edges("check", route_after_check)
+    builder.add_conditional_edges("check", Router(route_after_check))
     builder.add_edge("correct", "execute")
     builder.add_edge("finish", END)
     builder.add_edge("human_review", END)
@@ -57,20 +60,20 @@ def build_step_graph() -> StateGraph:
 def build_plan_graph() -> StateGraph:
     """The uncompiled plan graph; compile it with a checkpointer (thread_id = run id)."""
     builder = StateGraph(PlanState, context_schema=PlanContext, input_schema=PlanInput)
-    builder.add_node("plan", plan)
-    builder.add_node("critique", critique)
-    builder.add_node("dispatch", dispatch)
+    builder.add_node("plan", sync_and_async(plan))
+    builder.add_node("critique", sync_and_async(critique))
+    builder.add_node("dispatch", on_loop(dispatch))
     builder.add_node("run_step", build_step_graph().compile(name="step"))
-    builder.add_node("batch_end", batch_end)
-    builder.add_node("replan", replan)
-    builder.add_node("finalize", finalize)
+    builder.add_node("batch_end", on_loop(batch_end))
+    builder.add_node("replan", sync_and_async(replan))
+    builder.add_node("finalize", on_loop(finalize))
 
     builder.add_edge(START, "plan")
-    builder.add_conditional_edges("plan", route_after_plan)
-    builder.add_conditional_edges("critique", route_after_critique)
-    builder.add_conditional_edges("dispatch", route_dispatch, ["run_step", "finalize"])
+    builder.add_conditional_edges("plan", Router(route_after_plan))
+    builder.add_conditional_edges("critique", Router(route_after_critique))
+    builder.add_conditional_edges("dispatch", Router(route_dispatch), ["run_step", "finalize"])
     builder.add_edge("run_step", "batch_end")
-    builder.add_conditional_edges("batch_end", route_after_batch)
+    builder.add_conditional_edges("batch_end", Router(route_after_batch))
     builder.add_edge("replan", "dispatch")
     builder.add_edge("finalize", END)
     return builder

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import operator
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
+from langgraph.channels import DeltaChannel
 from typing_extensions import TypedDict
 
+from veriloop.graph.state import history
 from veriloop.schemas.manifest import SandboxMode
 from veriloop.schemas.usage import add_usage
 
@@ -14,18 +16,44 @@ StepMove = Literal[
     "verified", "retry", "partial_pass", "execution_failed", "oscillating", "blocker"
 ]
 
+RESULTS_SNAPSHOT_EVERY = 200
+"""``step_results`` is stored whole at every 200th update, as the new results only in between.
+
+A checkpoint that stored every result so far made a chain's bytes grow with the square of its
+length (131.7 MB for 200 steps). A whole copy every 200 updates (about one a step in a chain,
+one a batch in a fan) costs a 1,000-step chain five copies; loading a run replays at most 200
+updates of results (``benchmarks.plan_scaling``, docs/plans.md)."""
+
 
 def merge_results(
-    left: dict[str, dict[str, Any]] | None, right: dict[str, dict[str, Any] | None] | None
+    results: dict[str, dict[str, Any]], batches: Sequence[dict[str, dict[str, Any] | None]]
 ) -> dict[str, dict[str, Any]]:
-    """Reducer of ``step_results``: parallel steps write disjoint keys; ``None`` removes a key."""
-    merged = dict(left or {})
-    for step_id, result in (right or {}).items():
-        if result is None:
-            merged.pop(step_id, None)
-        else:
-            merged[step_id] = result
+    """Reducer of ``step_results``: each batch's results by step id, in order; ``None`` removes
+    a key (a step a replan replaced). Parallel steps write disjoint keys."""
+    merged = dict(results or {})
+    for batch in batches:
+        for step_id, result in (batch or {}).items():
+            if result is None:
+                merged.pop(step_id, None)
+            else:
+                merged[step_id] = result
     return merged
+
+
+def _latest(value: Any, writes: Sequence[Any]) -> Any:
+    """The last write wins."""
+    return writes[-1]
+
+
+def results() -> DeltaChannel:
+    """Step results' channel: a checkpoint stores the results its superstep wrote."""
+    return DeltaChannel(merge_results, snapshot_frequency=RESULTS_SNAPSHOT_EVERY)
+
+
+def per_revision() -> DeltaChannel:
+    """A value that changes a few times a run and may be large (the manifest, its critique): stored
+    with the checkpoint that changed it, not copied into every later one."""
+    return DeltaChannel(_latest, snapshot_frequency=1)
 
 
 class PlanInput(TypedDict, total=False):
@@ -36,11 +64,13 @@ class PlanInput(TypedDict, total=False):
     goal: str
     """What the plan is for; the meta-planner writes a manifest from it when none is given."""
     manifest: Any
-    """The user's manifest: a mapping, or YAML/JSON text; None to let the meta-planner write one."""
+    """The user's manifest: a mapping, or YAML/JSON text; None to let the meta-planner write one.
+    Cleared once the plan node parsed it."""
     depth: int
     """Nesting depth: 1 for a top-level run, one more inside each plan step."""
-    plan: dict[str, Any] | None
-    """The normalised Manifest dump being run (a nested plan step passes it in; replans replace it)."""
+    plan: Annotated[dict[str, Any], per_revision()]
+    """The normalised Manifest dump being run (a nested plan step passes it in; replans replace
+    it); empty or None while there is none."""
     plan_origin: Literal["user", "model"]
     """Who wrote the plan: a user's plan is never sent back to the planner."""
 
@@ -48,8 +78,8 @@ class PlanInput(TypedDict, total=False):
 class PlanState(PlanInput, total=False):
     """Everything a plan run keeps."""
 
-    critique: dict[str, Any] | None
-    """Critique dump of the current plan."""
+    critique: Annotated[dict[str, Any], per_revision()]
+    """Critique dump of the current plan (empty or None before the critic ran)."""
     model: str
     """The context's model when the run started (agents may name their own), for reports."""
     plan_revisions: int
@@ -58,9 +88,9 @@ class PlanState(PlanInput, total=False):
     """The critic found nothing critical in the current plan."""
     ready: list[str]
     """Ids of the steps dispatched in the current batch."""
-    step_results: Annotated[dict[str, dict[str, Any]], merge_results]
+    step_results: Annotated[dict[str, dict[str, Any]], results()]
     """StepResult dumps by step id; parallel steps write disjoint keys."""
-    superseded: Annotated[list[dict[str, Any]], operator.add]
+    superseded: Annotated[list[dict[str, Any]], history()]
     """StepResult dumps of failed steps that a replan replaced (kept for the report)."""
     replan_required: bool
     """The last batch ended with steps whose policy asks for a replan."""
@@ -70,7 +100,7 @@ class PlanState(PlanInput, total=False):
     """Replans spent in this run."""
     replan_attempts: dict[str, int]
     """Replans asked for by each step id."""
-    replan_history: Annotated[list[dict[str, Any]], operator.add]
+    replan_history: Annotated[list[dict[str, Any]], history()]
     """ReplanRecord dumps, in order."""
     halted: bool
     """A failed step's policy stopped the run."""
@@ -108,7 +138,7 @@ class StepInput(TypedDict, total=False):
 class StepOutput(TypedDict, total=False):
     """What a step hands back to the plan graph."""
 
-    step_results: Annotated[dict[str, dict[str, Any]], merge_results]
+    step_results: Annotated[dict[str, dict[str, Any]], results()]
     """``{step_id: StepResult dump}``."""
     usage: Annotated[dict[str, dict[str, Any]], add_usage]
     """What the step's attempts cost, per purpose."""

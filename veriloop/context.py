@@ -303,6 +303,13 @@ class PlanContext(Context):
     max_depth: int = field(
         default=3, metadata={"description": "Deepest nesting of plan steps inside plan steps."}
     )
+    max_parallel_steps: int = field(
+        default=10,
+        metadata={
+            "description": "Steps one dependency level may hold before the critic's parallel_explosion "
+            "finding: critical for a model-written plan, a warning for a user's manifest."
+        },
+    )
     max_plan_revisions: int = field(
         default=2,
         metadata={

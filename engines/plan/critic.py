@@ -5,7 +5,9 @@ prefixed like ``steps[3] (id 'p').plan.steps[0] (id 'q')``). Severity and thresh
 
 - missing_gate (warning): 3 or more task/plan steps of one dependency level have no synthesis_gate
   among their (transitive) dependents.
-- parallel_explosion (critical): more than 10 steps in one dependency level.
+- parallel_explosion: more than ``max_parallel`` (default 10) steps in one dependency level.
+  Critical when a model wrote any of them (the meta-planner's guard against a runaway plan); a
+  warning for a user's manifest, which runs them bounded by its concurrency.
 - optimism_bias (warning): a critical step whose executor is known flaky: an llm step whose agent has
   a network tool (a name token starting with one of :data:`FLAKY_TOOLS`), a python step calling such a
   function, or a shell step whose command matches :data:`FLAKY_COMMANDS` (curl, git push, pip install...).
@@ -51,7 +53,7 @@ from veriloop.schemas.plan_run import CriticFinding, Critique
 MISSING_GATE_MIN_PARALLEL = 3
 """missing_gate fires at this many ungated steps in one level."""
 PARALLEL_EXPLOSION_MAX = 10
-"""parallel_explosion fires above this many steps in one level."""
+"""parallel_explosion fires above this many steps in one level (the default of ``max_parallel``)."""
 CRITICAL_PENALTY = 3
 WARNING_PENALTY = 1
 MAX_SCORE = 10
@@ -105,8 +107,8 @@ FLAKY_COMMANDS: tuple[str, ...] = (
 RECOMMENDATIONS: dict[str, str] = {
     "missing_gate": "Add a synthesis_gate step that depends on the parallel steps, combines their "
     "results and checks them before anything consumes them.",
-    "parallel_explosion": f"Keep at most {PARALLEL_EXPLOSION_MAX} steps per dependency level: "
-    "batch the work into fewer steps or split it into nested plans.",
+    "parallel_explosion": "Keep the steps of one dependency level within the limit: batch the "
+    "work into fewer steps or split it into nested plans.",
     "optimism_bias": "Do not mark flaky network steps critical, or give them on_failure retry with "
     "max_retries (llm steps) or a fallback step.",
     "disconnected_flow": "Use each dependency's result in the step's input ({{step_id}}) or drop "
@@ -187,26 +189,30 @@ def _review(
     flaky_tools: Collection[str],
     flaky_commands: Sequence[str],
     max_depth: int,
+    max_parallel: int,
 ) -> list[CriticFinding]:
     if depth > max_depth:
         return []  # manifest_problems reports too_deep
     findings: list[CriticFinding] = []
     where = _where(prefix)
     agents = {**inherited, **manifest.agents}
-    types = {}
+    types, origins = {}, {}
     for step in manifest.steps:
         types.setdefault(step.id, step.type)
+        origins.setdefault(step.id, step.origin)
     dependents = {step.id: downstream_of(manifest, [step.id]) for step in manifest.steps}
     levels, _ = _lenient_levels(manifest.steps)
 
     for number, level in enumerate(levels):
-        if len(level) > PARALLEL_EXPLOSION_MAX:
+        if len(level) > max_parallel:
+            by_model = any(origins[sid] == "model" for sid in level)
             findings.append(
                 CriticFinding(
                     rule="parallel_explosion",
-                    severity="critical",
+                    severity="critical" if by_model else "warning",
                     message=f"{where}level {number} runs {len(level)} steps in parallel "
-                    f"(more than {PARALLEL_EXPLOSION_MAX})",
+                    f"(more than {max_parallel})"
+                    + ("" if by_model else "; they run bounded by the run's concurrency"),
                     step_ids=list(level),
                 )
             )
@@ -309,6 +315,7 @@ def _review(
                 flaky_tools,
                 flaky_commands,
                 max_depth,
+                max_parallel,
             )
     return findings
 
@@ -357,6 +364,7 @@ def static_review(
     flaky_tools: Collection[str] = FLAKY_TOOLS,
     flaky_commands: Sequence[str] = FLAKY_COMMANDS,
     max_depth: int = DEFAULT_MAX_DEPTH,
+    max_parallel: int = PARALLEL_EXPLOSION_MAX,
 ) -> Critique:
     """The static critique of a manifest (rules in the module docstring); no model call.
 
@@ -372,7 +380,7 @@ def static_review(
         )
         for problem in manifest_problems(manifest, tools=tools, max_depth=max_depth)
     ]
-    findings += _review(manifest, "", 1, {}, flaky_tools, flaky_commands, max_depth)
+    findings += _review(manifest, "", 1, {}, flaky_tools, flaky_commands, max_depth, max_parallel)
     return critique_of(findings)
 
 

@@ -1,7 +1,8 @@
 """Which steps may run next, and what a failed step does to the run.
 
 Readiness: steps run level by level (a step's level is one more than its deepest dependency).
-The next batch is the unfinished steps of the lowest level that still has any. A step whose
+The next batch is the unfinished steps of the lowest level that still has any (the first ones,
+when the caller limits a batch's size). A step whose
 dependency failed or was blocked is blocked itself and never runs, unless the failed dependency's
 disposition is ``skip`` (its policy lets the run go on without it): then the step runs with that
 dependency's result missing (``None``).
@@ -30,7 +31,7 @@ would get garbage.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, get_args
 
@@ -50,11 +51,18 @@ class Batch:
     """step id -> why it can never run (a failed or blocked dependency)."""
 
 
-def next_batch(manifest: Manifest, results: Mapping[str, Mapping[str, Any]]) -> Batch:
-    """The runnable unfinished steps of the lowest level that has any; blocked steps are named."""
+def next_batch(
+    manifest: Manifest,
+    results: Mapping[str, Mapping[str, Any]],
+    levels: Sequence[Sequence[str]] | None = None,
+    limit: int | None = None,
+) -> Batch:
+    """The runnable unfinished steps of the lowest level that has any (the first ``limit`` of
+    them); blocked steps are named. ``levels``: the manifest's :func:`dependency_levels`, when
+    the caller keeps them."""
     status = {step_id: result.get("status") for step_id, result in results.items()}
     blocked: dict[str, str] = {}
-    for level in dependency_levels(manifest):
+    for level in levels if levels is not None else dependency_levels(manifest):
         ready = []
         for step_id in level:
             if status.get(step_id) in FINISHED_STATUSES:
@@ -69,7 +77,7 @@ def next_batch(manifest: Manifest, results: Mapping[str, Mapping[str, Any]]) -> 
                 continue
             ready.append(step_id)
         if ready:
-            return Batch(ready=ready, blocked=blocked)
+            return Batch(ready=ready[:limit], blocked=blocked)
     return Batch(ready=[], blocked=blocked)
 
 

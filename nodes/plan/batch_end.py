@@ -8,7 +8,7 @@ from langgraph.runtime import Runtime
 from veriloop.context import PlanContext
 from veriloop.engines.plan.policy import disposition, replan_allowed
 from veriloop.graph.plan_state import PlanState
-from veriloop.nodes.plan.support import emit, manifest_of, plan_context
+from veriloop.nodes.plan.support import emit, manifest_of, plan_context, results_update
 
 
 def batch_end(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
@@ -38,7 +38,7 @@ def batch_end(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
                 f"critical step {step_id!r} {result['status']}: {result.get('diagnosis', '')}"
             )
     return {
-        "step_results": disposed,
+        **results_update(disposed),
         "replan_required": bool(replan) and not halts,
         "replan_steps": replan,
         "halted": bool(halts),

@@ -22,11 +22,16 @@ async def critique(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
     """Approve the plan, send a model's plan back to the planner (bounded), or reject the run."""
     ctx = plan_context(runtime)
     usage: dict = {}
-    if state.get("plan") is None:  # the planner's draft was unusable; its critique says why
+    if not state.get("plan"):  # the planner's draft was unusable; its critique says why
         report = Critique.model_validate(state["critique"])
     else:
         manifest = manifest_of(state)
-        report = static_review(manifest, tools=sorted(tool_registry(ctx)), max_depth=ctx.max_depth)
+        report = static_review(
+            manifest,
+            tools=sorted(tool_registry(ctx)),
+            max_depth=ctx.max_depth,
+            max_parallel=ctx.max_parallel_steps,
+        )
         if ctx.llm_plan_review and not report.has_critical:
             answer = await get_llm(ctx, "critic").astructured(
                 "critic", critic_messages(manifest, state.get("goal", "")), CriticReview

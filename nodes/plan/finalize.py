@@ -6,13 +6,13 @@ import time
 
 from veriloop.engines.plan.policy import run_completed
 from veriloop.graph.plan_state import PlanState
-from veriloop.nodes.plan.support import manifest_of
+from veriloop.nodes.plan.support import manifest_of, results_update
 from veriloop.schemas.plan_run import FINISHED_STATUSES, StepResult
 
 
 def finalize(state: PlanState) -> dict:
     """Steps that never ran are blocked; the status comes from step statuses, never from prose."""
-    if state.get("status") == "rejected" or state.get("plan") is None:
+    if state.get("status") == "rejected" or not state.get("plan"):
         return {"status": "rejected", "ended_at": time.time()}
     manifest = manifest_of(state)
     results = state.get("step_results") or {}
@@ -23,4 +23,4 @@ def finalize(state: PlanState) -> dict:
         if (results.get(step.id) or {}).get("status") not in FINISHED_STATUSES
     }
     status = "completed" if run_completed(manifest, {**results, **unfinished}) else "failed"
-    return {"step_results": unfinished, "status": status, "ended_at": time.time()}
+    return {**results_update(unfinished), "status": status, "ended_at": time.time()}

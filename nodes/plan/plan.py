@@ -21,7 +21,7 @@ async def plan(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
     ctx = plan_context(runtime)
     tools = sorted(tool_registry(ctx))
     started = {"started_at": state.get("started_at") or time.time()}
-    if state.get("plan") is not None:  # a nested plan step hands its child a parsed plan
+    if state.get("plan"):  # a nested plan step hands its child a parsed plan
         return {**started, "model": ctx.model}
     if state.get("manifest") is not None:
         try:
@@ -35,12 +35,14 @@ async def plan(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
         except ManifestError as exc:
             return {
                 **started,
+                "manifest": None,
                 "status": "rejected",
                 "halt_reason": str(exc),
                 "critique": rejection_critique(exc.problems).model_dump(),
             }
         return {
             **started,
+            "manifest": None,  # parsed: kept once as ``plan``, not copied into every checkpoint
             "plan": manifest.model_dump(),
             "plan_origin": "user",
             "goal": state.get("goal") or manifest.goal,

@@ -34,7 +34,12 @@ async def replan(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
     )
     error = repair.error
     if repair.manifest is not None:
-        review = static_review(repair.manifest, tools=tools, max_depth=ctx.max_depth)
+        review = static_review(
+            repair.manifest,
+            tools=tools,
+            max_depth=ctx.max_depth,
+            max_parallel=ctx.max_parallel_steps,
+        )
         if review.has_critical:
             error = f"the repaired plan failed the critic: {review.summary}"
     attempts = dict(state.get("replan_attempts") or {})

@@ -21,8 +21,8 @@ from veriloop.schemas.manifest import Manifest, ManifestStep
 from veriloop.schemas.plan_run import CriticFinding, Critique
 
 
-def review(source: dict, **kwargs) -> Critique:
-    return static_review(load_manifest(source), **kwargs)
+def review(source: dict, *, origin: str = "user", **kwargs) -> Critique:
+    return static_review(load_manifest(source, origin=origin), **kwargs)
 
 
 def rules(critique: Critique) -> list[str]:
@@ -64,14 +64,41 @@ def test_a_clean_plan_has_no_findings_and_full_score():
 # parallel_explosion and missing_gate
 
 
-def test_ten_parallel_steps_are_no_explosion_eleven_are():
-    assert "parallel_explosion" not in rules(review(parallel(10, gate_on=10)))
-    critique = review(parallel(11, gate_on=11))
+def test_ten_parallel_steps_are_no_explosion_eleven_written_by_a_model_are():
+    model = {"origin": "model"}
+    assert "parallel_explosion" not in rules(review(parallel(10, gate_on=10), **model))
+    critique = review(parallel(11, gate_on=11), **model)
     explosion = finding(critique, "parallel_explosion")
     assert explosion.severity == "critical"
     assert explosion.step_ids == [f"s{i}" for i in range(11)]
     assert "level 0 runs 11 steps" in explosion.message
     assert critique.has_critical
+
+
+def test_a_wide_level_of_a_users_manifest_is_a_warning():
+    critique = review(parallel(40, gate_on=40))
+    explosion = finding(critique, "parallel_explosion")
+    assert explosion.severity == "warning"
+    assert "bounded by the run's concurrency" in explosion.message
+    assert not critique.has_critical
+
+
+def test_one_model_written_step_in_a_wide_level_makes_it_critical():
+    manifest = load_manifest(parallel(11))
+    steps = [manifest.steps[0].model_copy(update={"origin": "model"}), *manifest.steps[1:]]
+    critique = static_review(manifest.model_copy(update={"steps": steps}))
+    assert finding(critique, "parallel_explosion").severity == "critical"
+
+
+def test_the_parallel_limit_is_a_setting():
+    model = {"origin": "model"}
+    assert "parallel_explosion" not in rules(
+        review(parallel(25, gate_on=25), **model, max_parallel=25)
+    )
+    explosion = finding(
+        review(parallel(26, gate_on=26), **model, max_parallel=25), "parallel_explosion"
+    )
+    assert "(more than 25)" in explosion.message
 
 
 def test_two_parallel_steps_without_a_gate_are_fine():
