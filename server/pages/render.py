@@ -89,9 +89,12 @@ def duration(seconds: float | None) -> str:
     return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
-def moment(when: datetime | None) -> str:
-    """A UTC time to the second, as ISO 8601 (what the CLI prints too)."""
-    return "" if when is None else when.isoformat(timespec="seconds")
+def moment(when: datetime | str | None) -> str:
+    """A UTC time to the second, as ISO 8601 (what the CLI prints too); a report read back from
+    JSON carries it as text already."""
+    if isinstance(when, datetime):
+        return when.isoformat(timespec="seconds")
+    return when or ""
 
 
 def status_class(status: str) -> str:

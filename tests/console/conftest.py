@@ -58,6 +58,7 @@ def launch(
             VERILOOP_REPLAN_COOLDOWN_S="0",
             VERILOOP_TOOLS="plan_tools:TOOLS",
             VERILOOP_WORKSPACE=str(root / "workspace"),
+            VERILOOP_PLAN_SHELL="sandboxed",  # the command-approval flow runs what a person approved
             PYTHONPATH=str(SERVER_TESTS),
             LANGSMITH_TRACING="false",
         )
