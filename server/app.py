@@ -87,7 +87,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 graph,
                 index,
                 persistence.locks,
-                persistence.head,
                 max_dom_bytes=settings.max_dom_bytes,
                 step_deadline_s=settings.step_deadline_s,
                 context=partial(Context, page_processes=settings.page_processes),
