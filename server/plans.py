@@ -45,7 +45,7 @@ from veriloop.schemas.api import (
 )
 from veriloop.schemas.plan_run import FINISHED_STATUSES, PlanRunReport, ReviewDecision
 from veriloop.server.index import now
-from veriloop.server.locks import LocalLocks, PostgresLocks, TaskBusy
+from veriloop.server.locks import LocalLocks, LockLost, PostgresLocks, TaskBusy
 from veriloop.server.service import InvalidField, ServiceError
 from veriloop.server.tenants import current_tenant
 
@@ -326,6 +326,8 @@ class PlanService:
         except BaseException as exc:  # a busy lock, a failed check, the database
             if not ready.done():
                 ready.set_exception(exc)
+            elif isinstance(exc, LockLost):  # another process may execute the run now: no record
+                log.warning("plan run %s: its lock's connection died; stopped, resumable", run_id)
             else:
                 log.exception("plan run %s: could not record the end of the run", run_id)
 
