@@ -220,7 +220,16 @@ class TaskService:
                     f"the step failed ({type(exc).__name__}); the task is unchanged: send the same request again"
                 ) from exc
             raise
-        return await self._commit(tenant, entry, values, checkpoint_id, request.url, key)
+        try:
+            return await self._commit(tenant, entry, values, checkpoint_id, request.url, key)
+        except Exception as exc:
+            if isinstance(exc, EXPECTED_FAULTS):
+                raise
+            log.exception("task %s: step saved, its answer not recorded", task_id)
+            raise StepFailed(
+                f"the step was saved but its answer could not be recorded ({type(exc).__name__}): "
+                "send the same request again for it"
+            ) from exc
 
     async def _commit(
         self,
