@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StateSnapshot
 
 from veriloop.context import Context
 from veriloop.graph.io import observation_to_input, state_to_response
@@ -268,9 +269,7 @@ class TaskService:
         it is adopted (its entry and answer written now, as its own run would have). Anything
         else saved there is a failed run's leftovers, discarded.
         """
-        await self._forget_failed_run(entry.task_id, entry)
-        for child in await self.checkpoints.achildren(entry.task_id, entry.checkpoint_id):
-            state = await self.graph.aget_state(_pinned(entry.task_id, child))
+        for child, state in await self._saved_on(entry.task_id, entry.checkpoint_id):
             meta = state.metadata or {}
             key = None
             if meta.get(RETRY_ID) and meta.get(RETRY_FINGERPRINT):
@@ -280,6 +279,18 @@ class TaskService:
             await self._commit(entry.tenant, entry, state.values, child, url, key)
             return await self._settle(await self._entry(entry.tenant, entry.task_id))
         return entry
+
+    async def _saved_on(self, task_id: str, checkpoint_id: str) -> list[tuple[str, StateSnapshot]]:
+        """The finished runs' checkpoints saved on ``checkpoint_id``, with their states; an
+        unfinished one (LangGraph saves one when a run fails) is discarded on the way."""
+        finished = []
+        for child in await self.checkpoints.achildren(task_id, checkpoint_id):
+            state = await self.graph.aget_state(_pinned(task_id, child))
+            if state.next:
+                await self.checkpoints.adiscard(task_id, child)
+            else:
+                finished.append((child, state))
+        return finished
 
     async def _invoke(
         self, graph_input: dict[str, Any], config: dict[str, Any]
@@ -315,12 +326,9 @@ class TaskService:
         if entry is None:
             await self.graph.checkpointer.adelete_thread(task_id)
             return
-        # A failed run still saves a checkpoint (its partial writes): unfinished, so discarded.
-        # A finished one stays (the run failed after it was saved, or it is another run's): it is
-        # a committed step, which only the lock's holder adopts (_settle).
-        for child in await self.checkpoints.achildren(task_id, entry.checkpoint_id):
-            if (await self.graph.aget_state(_pinned(task_id, child))).next:
-                await self.checkpoints.adiscard(task_id, child)
+        # A finished checkpoint stays (the run failed after it was saved, or it is another run's):
+        # it is a committed step, which only the lock's holder adopts (_settle).
+        await self._saved_on(task_id, entry.checkpoint_id)
 
     async def _entry(self, tenant: str, task_id: str) -> TaskEntry:
         entry = await self.index.get(tenant, task_id)
