@@ -46,6 +46,7 @@ from veriloop.schemas.api import (
 from veriloop.schemas.plan_run import FINISHED_STATUSES, PlanRunReport, ReviewDecision
 from veriloop.server.index import now
 from veriloop.server.locks import LocalLocks, LockLost, PostgresLocks, TaskBusy
+from veriloop.server.persistence import fenced_out
 from veriloop.server.service import InvalidField, ServiceError
 from veriloop.server.tenants import current_tenant
 
@@ -311,8 +312,11 @@ class PlanService:
                     )
                     await self._finished(run_id, None, f"model provider unavailable ({exc})")
                 except Exception as exc:
-                    log.exception("plan run %s: stopped by an error; resumable", run_id)
-                    await self._finished(run_id, None, f"{type(exc).__name__}: {exc}")
+                    if fenced_out(exc):  # another execution saved this batch first: no record
+                        log.warning("plan run %s: executed elsewhere meanwhile; stopped", run_id)
+                    else:
+                        log.exception("plan run %s: stopped by an error; resumable", run_id)
+                        await self._finished(run_id, None, f"{type(exc).__name__}: {exc}")
                 else:
                     await self._finished(run_id, report.status, None)
                 finally:

@@ -16,16 +16,18 @@ from functools import partial
 
 import psycopg
 import pytest
-from service_testkit import goal, observation
+from plan_tools import TOOLS
+from service_testkit import goal, observation, python_step
 
-from veriloop.context import Context
+from veriloop.context import Context, PlanContext
 from veriloop.llm.scripted import Delay
-from veriloop.schemas.api import InteractRequest
+from veriloop.schemas.api import InteractRequest, PlanRunRequest
 from veriloop.schemas.outputs import SemanticVerdict
 from veriloop.server.app import compile_graph
 from veriloop.server.index import TaskIndex
 from veriloop.server.locks import LocalLocks, LockLost, PostgresLocks
 from veriloop.server.persistence import open_persistence
+from veriloop.server.plans import PlanService
 from veriloop.server.service import StepFenced, StepTimeout, TaskService
 from veriloop.server.settings import Settings
 
@@ -65,6 +67,27 @@ async def services(
                     context=partial(Context, page_processes=0),
                 )
             )
+        yield made
+
+
+@asynccontextmanager
+async def plan_services(database_url: str, workspace: str) -> AsyncIterator[list[PlanService]]:
+    """Two plan services on one database, each with only its in-process lock (as above)."""
+    async with AsyncExitStack() as stack:
+        made = []
+        for _ in range(2):
+            p = await stack.enter_async_context(
+                open_persistence(Settings(database_url=database_url))
+            )
+            service = PlanService(
+                p.checkpointer,
+                p.store,
+                LocalLocks(60),
+                context=PlanContext(tools=TOOLS, workspace=workspace),
+                max_manifest_bytes=1_000_000,
+            )
+            stack.push_async_callback(service.aclose)
+            made.append(service)
         yield made
 
 
@@ -182,3 +205,30 @@ async def test_a_dead_lock_session_cancels_the_step_holding_it(postgres_ready):
             await asyncio.wait_for(running, 5)
     finally:
         await locks.aclose()
+
+
+async def test_two_executions_of_one_plan_run_record_each_batch_once(database_url, tmp_path):
+    markers = tmp_path / "markers.txt"
+    manifest = {
+        "goal": "one execution's results",
+        "steps": [
+            python_step("a", markers),
+            python_step("slow", markers, sleep=1.0, depends_on=["a"]),
+            python_step("last", markers, depends_on=["slow"]),
+        ],
+    }
+    async with plan_services(database_url, str(tmp_path)) as (a, b):
+        run_id = (await a.start(TENANT, PlanRunRequest(manifest=manifest))).run_id
+        while "slow" not in (markers.read_text() if markers.exists() else ""):
+            await asyncio.sleep(0.02)
+        await b.resume(TENANT, run_id)  # a's lock died: b takes the run from the same checkpoint
+        while await a.executing(run_id) or await b.executing(run_id):
+            await asyncio.sleep(0.05)
+        report = await b.detail(TENANT, run_id)
+
+    assert report.status == "completed", report
+    assert report.error is None
+    assert [len(report.steps[step].attempts) for step in ("a", "slow", "last")] == [1, 1, 1]
+    # Both executions ran the slow step (its side effects are the tool's); one recorded it.
+    assert markers.read_text().splitlines().count("last") == 1
+    assert siblings(database_url) == 0
