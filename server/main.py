@@ -90,11 +90,10 @@ def serve(
         loop=EVENT_LOOP,
         http=HTTP_PARSER,
     )
-    server = BoundedStopServer(config)
-    if workers > 1:  # as uvicorn.run does, with this server class in every worker
-        Multiprocess(config, target=server.run, sockets=[config.bind_socket()]).run()
+    if workers > 1:  # as uvicorn.run does: each worker has the grace period, not the hard stop
+        Multiprocess(config, sockets=[config.bind_socket()]).run()
     else:
-        server.run()
+        BoundedStopServer(config).run()
 
 
 class BoundedStopServer(uvicorn.Server):
