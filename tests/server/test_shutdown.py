@@ -41,7 +41,9 @@ def test_sigterm_under_load_exits_within_10_s_and_tasks_continue(
 
     with ThreadPoolExecutor(TASKS) as pool:
         sent = [pool.submit(send, body) for body in bodies]
+        deadline = time.monotonic() + 60
         while scripted_model.in_flight < TASKS:
+            assert time.monotonic() < deadline, "the steps never reached their model call"
             time.sleep(0.05)
         stopped_at = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
