@@ -286,6 +286,8 @@ class TaskService:
         finished = []
         for child in await self.checkpoints.achildren(task_id, checkpoint_id):
             state = await self.graph.aget_state(_pinned(task_id, child))
+            if state.metadata is None:
+                continue  # gone since the listing: its failed run (lock lost) discarded it itself
             if state.next:
                 await self.checkpoints.adiscard(task_id, child)
             else:

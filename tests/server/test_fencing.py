@@ -232,3 +232,26 @@ async def test_two_executions_of_one_plan_run_record_each_batch_once(database_ur
     # Both executions ran the slow step (its side effects are the tool's); one recorded it.
     assert markers.read_text().splitlines().count("last") == 1
     assert siblings(database_url) == 0
+
+
+async def test_a_checkpoint_gone_since_the_listing_is_neither_adopted_nor_an_error(
+    database_url, scripted_model, playbook, monkeypatch
+):
+    """A failed run whose lock died discards its own checkpoint outside the lock, so one listed
+    as saved on the pinned checkpoint may be gone when it is read."""
+    async with services(database_url, 1) as (service,):
+        task_id = (
+            await service.interact(TENANT, request(observation(6, 0, query=goal(6, 5))))
+        ).task_id
+        entry = await service.index.get(TENANT, task_id)
+        listed = service.checkpoints.achildren
+
+        async def with_a_vanished_one(thread_id, parent_id):
+            return ["1f0-vanished", *await listed(thread_id, parent_id)]
+
+        monkeypatch.setattr(service.checkpoints, "achildren", with_a_vanished_one)
+        assert await service._settle(entry) == entry
+        reply = await service.interact(
+            TENANT, request(observation(6, 1, taskId=task_id, stepIndex=0))
+        )
+        assert reply.step_index == 1
