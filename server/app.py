@@ -62,7 +62,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     },
     503: {
         "model": ErrorBody,
-        "description": "Model provider down or past the step deadline, or the database unreachable; "
+        "description": "Model provider down or past the step deadline, the database unreachable, or "
+        "the task's lock lost mid-step; "
         "the task is unchanged: send the same request again after Retry-After.",
     },
 }
