@@ -37,7 +37,7 @@ from veriloop.schemas.api import (
 from veriloop.schemas.text import parse_json_body
 from veriloop.server.index import TaskIndex
 from veriloop.server.langserve_routes import add_agent_routes
-from veriloop.server.locks import TaskBusy
+from veriloop.server.locks import LockLost, TaskBusy
 from veriloop.server.pages.routes import mount as mount_console
 from veriloop.server.persistence import DATABASE_UNAVAILABLE, open_persistence
 from veriloop.server.plans import Limit, Offset, PlanService
@@ -66,7 +66,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     },
     503: {
         "model": ErrorBody,
-        "description": "Model provider down or past the step deadline, or the database unreachable; "
+        "description": "Model provider down or past the step deadline, the database unreachable, or "
+        "the task's lock lost mid-step; "
         "the task is unchanged: send the same request again after Retry-After.",
     },
 }
@@ -91,7 +92,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 graph,
                 index,
                 persistence.locks,
-                persistence.head,
                 max_dom_bytes=settings.max_dom_bytes,
                 step_deadline_s=settings.step_deadline_s,
                 context=partial(Context, page_processes=settings.page_processes),
@@ -283,6 +283,14 @@ def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
     async def task_busy(_: Request, exc: TaskBusy) -> JSONResponse:
         detail = f"another request for this task ran longer than {settings.lock_timeout_s:g} s; send it again"
         return JSONResponse(ErrorBody(detail=detail).to_wire(), 409, {"Retry-After": "1"})
+
+    @app.exception_handler(LockLost)
+    async def lock_lost(_: Request, exc: LockLost) -> JSONResponse:
+        detail = (
+            "the database connection holding this task's lock was lost, so the step was stopped; "
+            "the task is unchanged: send the same request again"
+        )
+        return JSONResponse(ErrorBody(detail=detail).to_wire(), 503, retry_after)
 
     async def database_unavailable(_: Request, exc: Exception) -> JSONResponse:
         detail = f"database unavailable ({type(exc).__name__}: {str(exc)[:200]}); the task is unchanged: send the same request again"

@@ -10,8 +10,10 @@ Namespaces (tenant names never contain '.'):
 
 The entry also pins the checkpoint of the task's last answered step: the next
 run starts from that checkpoint, so whatever a failed or killed run left in
-the checkpointer never changes what the next request does. Writing the entry
-is the commit point of a step.
+the checkpointer never changes what the next request does. A step commits when
+its checkpoint is saved (the fenced checkpointer admits one per parent); the
+entry then records it, written by that run or, if it died first, adopted by the
+next request for the task (``TaskService._settle``).
 """
 
 from __future__ import annotations

@@ -9,6 +9,14 @@ In one process an asyncio lock per key is enough (SQLite: one process). On
 PostgreSQL the holder also takes a session advisory lock on a hash of the key,
 on one connection the process shares for all its locks, so the lock holds across
 processes and hosts and dies with a crashed one.
+
+A lock is not a guarantee on its own: PostgreSQL drops a session's locks the moment its
+connection dies (a terminated backend, a failover, a network cut), and another process may take
+the task while this one still runs the step. So a holder's lease is watched: when the lock's
+session is found dead (a statement on it fails; while any lock is held one is sent every
+``watch_s``), every step holding a lock on it is cancelled and answers :class:`LockLost` (503).
+What a late step could still write is refused by the checkpointer's fence
+(``veriloop.server.persistence.Fenced``), not by the lock.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import asyncio
 import hashlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -27,8 +36,28 @@ CONNECT_TIMEOUT_S = 10
 """How long opening the lock connection may take before the request is a 503."""
 
 
+WATCH_S = 1.0
+"""How often the lock session is checked while it holds locks: the longest a step runs on after
+its lock died, when nothing else uses the session."""
+
+
 class TaskBusy(Exception):
     """Another request held the task's lock for longer than the wait allows."""
+
+
+class LockLost(Exception):
+    """The session that held the lock died while the body ran; the body was cancelled."""
+
+
+@dataclass(eq=False)
+class Lease:
+    """One holder of a cross-process lock: the task to cancel if the lock's session dies."""
+
+    task: asyncio.Task
+    session: AsyncConnection
+    active: bool = True
+    """True while the holder is inside the lock's body (only then is it cancelled)."""
+    lost: bool = False
 
 
 class LocalLocks:
@@ -80,13 +109,18 @@ class PostgresLocks(LocalLocks):
     and locks taken on the dead one are not released twice.
     """
 
-    def __init__(self, conninfo: str, timeout_s: float, poll_s: float = 0.05) -> None:
+    def __init__(
+        self, conninfo: str, timeout_s: float, poll_s: float = 0.05, watch_s: float = WATCH_S
+    ) -> None:
         super().__init__(timeout_s)
         self.conninfo = conninfo
         self.poll_s = poll_s
+        self.watch_s = watch_s
         self._conn: AsyncConnection | None = None
         self._use = asyncio.Lock()  # one statement at a time on the shared connection
         self._releasing: set[asyncio.Future] = set()  # unlocks after a cancelled lock request
+        self._leases: set[Lease] = set()
+        self._watchdog: asyncio.Task | None = None
 
     @asynccontextmanager
     async def _shared(self, key: str) -> AsyncIterator[None]:
@@ -106,11 +140,40 @@ class PostgresLocks(LocalLocks):
             if asyncio.get_running_loop().time() >= deadline:
                 raise TaskBusy(key)
             await asyncio.sleep(self.poll_s)
+        lease = Lease(asyncio.current_task(), holder)
+        self._leases.add(lease)
+        if self._watchdog is None or self._watchdog.done():
+            self._watchdog = asyncio.create_task(self._watch())
         try:
             yield
+        except asyncio.CancelledError:
+            lease.active = False
+            # Our own cancel (the session died), and nobody else's: the body stopped because the
+            # lock is gone, which the caller answers like a lost database (503).
+            if lease.lost and lease.task.uncancel() == 0:
+                raise LockLost(key) from None
+            raise
         finally:
+            lease.active = False
+            self._leases.discard(lease)
             # Shielded: a lock left behind on the shared session would bar the task elsewhere.
             await asyncio.shield(self._release(holder, lock_id))
+
+    async def _watch(self) -> None:
+        """While locks are held, send a statement every ``watch_s``: a dead session fails it."""
+        while self._leases:
+            await asyncio.sleep(self.watch_s)
+            try:
+                await self._fetch("SELECT 1")
+            except Exception:
+                pass  # _fetch has cancelled the holders on the dead session
+
+    def _session_died(self, session: AsyncConnection) -> None:
+        """Cancel every body still holding a lock taken on ``session``."""
+        for lease in list(self._leases):
+            if lease.session is session and lease.active and not lease.lost:
+                lease.lost = True
+                lease.task.cancel()
 
     async def _try_lock(self, lock_id: int) -> tuple[Any, AsyncConnection]:
         attempt = asyncio.ensure_future(self._fetch("SELECT pg_try_advisory_lock(%s)", lock_id))
@@ -146,12 +209,14 @@ class PostgresLocks(LocalLocks):
                 self._conn = await AsyncConnection.connect(
                     self.conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
                 )
+            conn = self._conn
             try:
-                row = await (await self._conn.execute(sql, params)).fetchone()
+                row = await (await conn.execute(sql, params)).fetchone()
             except Exception:
-                await self._conn.close()  # a broken session: the next call opens a new one
+                await conn.close()  # a broken session: the next call opens a new one
+                self._session_died(conn)
                 raise
-            return (row[0] if row else None), self._conn
+            return (row[0] if row else None), conn
 
     async def _release(self, holder: AsyncConnection, lock_id: int) -> None:
         if holder is not self._conn or holder.closed:
@@ -163,6 +228,8 @@ class PostgresLocks(LocalLocks):
 
     async def aclose(self) -> None:
         """Close the shared connection (every lock it holds is released)."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         async with self._use:
             if self._conn is not None:
                 await self._conn.close()

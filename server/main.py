@@ -5,9 +5,12 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import threading
+from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.supervisors import Multiprocess
 
 from veriloop.server.app import create_app
 from veriloop.server.settings import Settings
@@ -25,6 +28,14 @@ to asyncio and h11 when uvloop and httptools are not installed (as on a plain in
 were dependencies). ``benchmarks.service_concurrency``, alternated: the service spent about 1.5 ms
 more CPU a step without them (23-24 against 21-22 ms), and 100 tasks took 1.32-1.35x the model's
 time against 1.29x."""
+SHUTDOWN_GRACE_S = 5
+"""After SIGTERM, how long requests in flight may finish before uvicorn cancels them. A cancelled
+step leaves its task as it was (the same request sent to another process runs it); a plan run
+stops where it is and stays resumable."""
+HARD_STOP_S = 9.5
+"""After SIGTERM, the process exits at this point whatever still runs (a page parse, a stuck
+shutdown): a stop within 10 s at any load. Nothing is lost by it: a step commits only by saving
+its checkpoint, and an interrupted one is discarded or adopted by the next request."""
 GC_THRESHOLD = (10_000, 10, 10)
 """Allocations between young collections (Python's default is 700), then as many collections of
 each generation before the next older one. Each step allocates tens of thousands of short-lived
@@ -67,7 +78,7 @@ def serve(
         raise ValueError(
             "workers > 1 needs VERILOOP_DATABASE_URL=postgresql://...; SQLite serves one process"
         )
-    uvicorn.run(
+    config = uvicorn.Config(
         APP_FACTORY,
         factory=True,
         host=host,
@@ -75,6 +86,22 @@ def serve(
         workers=workers,
         log_level="info",
         timeout_keep_alive=KEEP_ALIVE_S,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
         loop=EVENT_LOOP,
         http=HTTP_PARSER,
     )
+    if workers > 1:  # as uvicorn.run does: each worker has the grace period, not the hard stop
+        Multiprocess(config, sockets=[config.bind_socket()]).run()
+    else:
+        BoundedStopServer(config).run()
+
+
+class BoundedStopServer(uvicorn.Server):
+    """uvicorn's server, which exits ``HARD_STOP_S`` after the first SIGTERM/SIGINT at the latest."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if not self.should_exit:
+            stop = threading.Timer(HARD_STOP_S, os._exit, (0,))
+            stop.daemon = True  # a shutdown that ends sooner is not held up by it
+            stop.start()
+        super().handle_exit(sig, frame)

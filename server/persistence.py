@@ -4,19 +4,24 @@ SQLite (default): one file holds both, locks are in-process (one process).
 PostgreSQL (``postgresql://...``): both on one connection pool, locks are
 advisory locks on one more connection, so any number of processes can serve.
 Schema set-up runs on every start (idempotent).
+
+The checkpointer is fenced: a checkpoint the service saves is refused when its parent already has
+a child the service saved (see :class:`Fenced`), so two runs that started from one checkpoint
+(a lock lost mid-step, the step resent to another process) can never both commit.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.store.base import BaseStore, Op, Result
@@ -44,6 +49,110 @@ HEAD_SQL = (
     "ORDER BY checkpoint_id DESC LIMIT 1"
 )
 """The id of a thread's latest checkpoint, chosen as both checkpointers choose it, without loading it."""
+FENCE = "fenced"
+"""Metadata key that marks a checkpoint the service saved (the fence covers only those)."""
+FENCE_NAME = "checkpoints_one_fenced_child"
+"""The PostgreSQL unique index and the SQLite trigger that refuse a second fenced child."""
+FENCE_PG_SQL = (
+    f"CREATE UNIQUE INDEX IF NOT EXISTS {FENCE_NAME} ON checkpoints "
+    f"(thread_id, checkpoint_ns, parent_checkpoint_id) WHERE (metadata ->> '{FENCE}') IS NOT NULL"
+)
+FENCE_SQLITE_SQL = f"""
+CREATE TRIGGER IF NOT EXISTS {FENCE_NAME} BEFORE INSERT ON checkpoints
+WHEN NEW.parent_checkpoint_id IS NOT NULL
+  AND json_extract(CAST(NEW.metadata AS TEXT), '$.{FENCE}') IS NOT NULL
+  AND EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = NEW.thread_id
+    AND checkpoint_ns = NEW.checkpoint_ns AND parent_checkpoint_id = NEW.parent_checkpoint_id
+    AND checkpoint_id <> NEW.checkpoint_id
+    AND json_extract(CAST(metadata AS TEXT), '$.{FENCE}') IS NOT NULL)
+BEGIN SELECT RAISE(ABORT, '{FENCE_NAME}: the parent checkpoint has a child already'); END
+"""
+CHILDREN_SQL = (
+    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = {0} AND checkpoint_ns = '' "
+    "AND parent_checkpoint_id = {0} ORDER BY checkpoint_id"
+)
+DISCARD_SQL = (
+    "DELETE FROM {table} WHERE thread_id = {0} AND checkpoint_ns = '' AND checkpoint_id = {0}"
+)
+
+
+def fenced_out(exc: BaseException) -> bool:
+    """True when ``exc`` (or what caused it) is the fence refusing a second child of one checkpoint."""
+    while exc is not None:
+        if (
+            isinstance(exc, psycopg.errors.UniqueViolation)
+            and exc.diag.constraint_name == FENCE_NAME
+        ):
+            return True
+        if isinstance(exc, sqlite3.IntegrityError) and FENCE_NAME in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+class Fenced:
+    """A checkpointer whose checkpoints carry the fence mark, plus the reads and deletes the
+    service's commit protocol needs (``ahead``, ``achildren``, ``adiscard``).
+
+    Why a database rule and not a check in ``aput``: two processes check at the same moment and
+    both see no child. PostgreSQL enforces a partial unique index on
+    (thread_id, checkpoint_ns, parent_checkpoint_id) atomically (the saver's upsert names only
+    its primary key, so the index raises UniqueViolation). In SQLite a unique index would not do:
+    the saver writes with INSERT OR REPLACE, which would delete the first child to make room for
+    the second; a BEFORE INSERT trigger that RAISEs aborts the statement instead, and SQLite runs
+    one writer at a time, so its check and the insert are atomic. Both cover only checkpoints with
+    the mark, so rows written before the fence (or by other tools: a fork in Studio) are left be.
+    """
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: dict,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await super().aput(config, checkpoint, {**metadata, FENCE: True}, new_versions)
+
+    async def ahead(self, thread_id: str) -> str | None:
+        """The id of the thread's latest checkpoint (None for a new thread): one indexed row."""
+        rows = await self._rows(HEAD_SQL, thread_id)
+        return rows[0] if rows else None
+
+    async def achildren(self, thread_id: str, parent_id: str) -> list[str]:
+        """The ids of the checkpoints saved on ``parent_id`` (at most one fenced; oldest first)."""
+        return await self._rows(CHILDREN_SQL, thread_id, parent_id)
+
+    async def adiscard(self, thread_id: str, checkpoint_id: str) -> None:
+        """Delete one checkpoint and its writes (an unfinished run's leftovers)."""
+        for table in (self.WRITES_TABLE, "checkpoints"):
+            await self._rows(DISCARD_SQL.replace("{table}", table), thread_id, checkpoint_id)
+
+
+class FencedSqliteSaver(Fenced, AsyncSqliteSaver):
+    """LangGraph's SQLite checkpointer, fenced."""
+
+    WRITES_TABLE = "writes"
+
+    async def _rows(self, sql: str, *params: str) -> list[str]:
+        async with self.lock, self.conn.execute(sql.format("?"), params) as cur:
+            rows = [row[0] for row in await cur.fetchall()] if cur.description else []
+        await self.conn.commit()
+        return rows
+
+
+class FencedPostgresSaver(Fenced, AsyncPostgresSaver):
+    """LangGraph's PostgreSQL checkpointer, fenced."""
+
+    WRITES_TABLE = "checkpoint_writes"
+
+    async def _rows(self, sql: str, *params: str) -> list[str]:
+        async with self._cursor() as cur:
+            await cur.execute(sql.format("%s"), params)
+            return (
+                [next(iter(row.values())) for row in await cur.fetchall()]
+                if cur.description
+                else []
+            )
 
 
 SQLITE_SNAPSHOT_RETRIES = 8
@@ -78,11 +187,9 @@ class SqliteStore(AsyncSqliteStore):
 class Persistence:
     """What the service keeps tasks in."""
 
-    checkpointer: BaseCheckpointSaver
+    checkpointer: FencedSqliteSaver | FencedPostgresSaver
     store: BaseStore
     locks: LocalLocks
-    head: Callable[[str], Awaitable[str | None]]
-    """The id of a thread's latest checkpoint (None for a new thread): one indexed row, no values."""
 
 
 @asynccontextmanager
@@ -99,22 +206,19 @@ async def _sqlite(settings: Settings) -> AsyncIterator[Persistence]:
     if path != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     async with (
-        AsyncSqliteSaver.from_conn_string(path) as saver,
+        FencedSqliteSaver.from_conn_string(path) as saver,
         SqliteStore.from_conn_string(path) as store,
     ):
         await saver.setup()
         await store.setup()
+        await saver.conn.execute(FENCE_SQLITE_SQL)
+        await saver.conn.commit()
         # Two connections write one file: under a burst, one waits for the other's write. SQLite's
         # default 5 s wait ended in "database is locked" (a 500) in the fuzz run; wait longer.
         for conn in (saver.conn, store.conn):
             await conn.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
 
-        async def head(thread_id: str) -> str | None:
-            async with saver.lock, saver.conn.execute(HEAD_SQL.format("?"), (thread_id,)) as cur:
-                row = await cur.fetchone()
-            return row[0] if row else None
-
-        yield Persistence(saver, store, LocalLocks(settings.lock_timeout_s), head)
+        yield Persistence(saver, store, LocalLocks(settings.lock_timeout_s))
 
 
 @asynccontextmanager
@@ -133,24 +237,20 @@ async def _postgres(settings: Settings) -> AsyncIterator[Persistence]:
     ) as pool:
         check.pool = pool
         await pool.wait(timeout=30)
-        saver = AsyncPostgresSaver(pool)
+        saver = FencedPostgresSaver(pool)
         store = AsyncPostgresStore(pool)
         async with await AsyncConnection.connect(url, autocommit=True) as conn:
             await _take_setup_lock(conn)
             try:
                 await saver.setup()
                 await store.setup()
+                await conn.execute(FENCE_PG_SQL)
             finally:
                 await conn.execute("SELECT pg_advisory_unlock(%s)", (advisory_key(SETUP_LOCK),))
 
-        async def head(thread_id: str) -> str | None:
-            async with pool.connection() as conn:
-                row = await (await conn.execute(HEAD_SQL.format("%s"), (thread_id,))).fetchone()
-            return row["checkpoint_id"] if row else None
-
         locks = PostgresLocks(url, settings.lock_timeout_s)
         try:
-            yield Persistence(saver, store, locks, head)
+            yield Persistence(saver, store, locks)
         finally:
             await locks.aclose()
 

@@ -55,7 +55,8 @@ from veriloop.schemas.manifest import AgentSpec, Manifest, ManifestStep, PlanShe
 from veriloop.schemas.plan_run import FINISHED_STATUSES, PlanRunReport, ReviewDecision
 from veriloop.schemas.usage import total_usage
 from veriloop.server.index import now
-from veriloop.server.locks import LocalLocks, PostgresLocks, TaskBusy
+from veriloop.server.locks import LocalLocks, LockLost, PostgresLocks, TaskBusy
+from veriloop.server.persistence import fenced_out
 from veriloop.server.service import InvalidField, ServiceError
 from veriloop.server.tenants import current_tenant, scoped_id
 
@@ -381,8 +382,11 @@ class PlanService:
                     )
                     await self._finished(thread, None, f"model provider unavailable ({exc})")
                 except Exception as exc:
-                    log.exception("plan run %s: stopped by an error; resumable", thread)
-                    await self._finished(thread, None, f"{type(exc).__name__}: {exc}")
+                    if fenced_out(exc):  # another execution saved this batch first: no record
+                        log.warning("plan run %s: executed elsewhere meanwhile; stopped", thread)
+                    else:
+                        log.exception("plan run %s: stopped by an error; resumable", thread)
+                        await self._finished(thread, None, f"{type(exc).__name__}: {exc}")
                 else:
                     await self._finished(thread, report.status, None)
                 finally:
@@ -396,6 +400,8 @@ class PlanService:
         except BaseException as exc:  # a busy lock, a failed check, the database
             if not ready.done():
                 ready.set_exception(exc)
+            elif isinstance(exc, LockLost):  # another process may execute the run now: no record
+                log.warning("plan run %s: its lock's connection died; stopped, resumable", thread)
             else:
                 log.exception("plan run %s: could not record the end of the run", thread)
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StateSnapshot
 
 from veriloop.context import Context
 from veriloop.engines.targets import target_label
@@ -33,8 +34,8 @@ from veriloop.schemas.plan import Plan
 from veriloop.schemas.usage import Usage, total_usage
 from veriloop.schemas.verification import VerificationResult
 from veriloop.server.index import RetryKey, TaskEntry, TaskIndex, now
-from veriloop.server.locks import LocalLocks
-from veriloop.server.persistence import DATABASE_UNAVAILABLE
+from veriloop.server.locks import LocalLocks, LockLost
+from veriloop.server.persistence import DATABASE_UNAVAILABLE, fenced_out
 
 log = logging.getLogger("veriloop.server")
 
@@ -91,7 +92,13 @@ class StepFailed(ServiceError):
     status_code = 500
 
 
-EXPECTED_FAULTS = (LLMUnavailable, ServiceError, *DATABASE_UNAVAILABLE)
+class StepFenced(ServiceError):
+    """Another run committed a step from the same checkpoint first; this one was refused."""
+
+    status_code = 503
+
+
+EXPECTED_FAULTS = (LLMUnavailable, ServiceError, LockLost, *DATABASE_UNAVAILABLE)
 """Failures of a run that keep their own answer (503, ...) instead of becoming StepFailed (500)."""
 
 
@@ -103,7 +110,6 @@ class TaskService:
         graph: CompiledStateGraph,
         index: TaskIndex,
         locks: LocalLocks,
-        head: Callable[[str], Awaitable[str | None]],
         *,
         max_dom_bytes: int,
         step_deadline_s: float = 60.0,
@@ -112,7 +118,7 @@ class TaskService:
         self.graph = graph
         self.index = index
         self.locks = locks
-        self.head = head
+        self.checkpoints = graph.checkpointer  # a persistence.Fenced saver
         self.max_dom_bytes = max_dom_bytes
         self.step_deadline_s = step_deadline_s
         self.context = context
@@ -127,11 +133,10 @@ class TaskService:
             return await self._start(tenant, request, key)
         entry = await self._entry(tenant, request.task_id)  # 404 before queueing on the task's lock
         async with self.locks.hold(f"task:{request.task_id}"):
-            # A step saves a new checkpoint before it commits its entry: while the thread's
-            # head is still the entry's checkpoint, no step has committed since the read above.
-            head = await self.head(entry.task_id)
-            if head != entry.checkpoint_id:
-                entry = await self._entry(tenant, request.task_id)
+            # A step saves its checkpoint before it writes the entry: while the thread's head is
+            # still the entry's checkpoint, no step has committed since the read above.
+            if await self.checkpoints.ahead(entry.task_id) != entry.checkpoint_id:
+                entry = await self._settle(await self._entry(tenant, request.task_id))
             replay = await self._replay(entry, request, key)
             if replay is not None:
                 return replay
@@ -147,7 +152,7 @@ class TaskService:
                     task_id=entry.task_id,
                     status=entry.status,
                 )
-            return await self._run(tenant, entry.task_id, entry, request, key, head)
+            return await self._run(tenant, entry.task_id, entry, request, key)
 
     async def _start(
         self, tenant: str, request: InteractRequest, key: RetryKey | None
@@ -181,53 +186,127 @@ class TaskService:
         entry: TaskEntry | None,
         request: InteractRequest,
         key: RetryKey | None,
-        head: str | None = None,
     ) -> InteractResponse:
-        """One graph invocation from the pinned checkpoint, committed by writing the index entry.
+        """One graph invocation from the pinned checkpoint; the step commits when its checkpoint
+        is saved (the fence admits one child per checkpoint), then the index entry records it.
 
-        Anything failing before the commit (provider down, the database lost, the
-        step deadline, a crash, the index write itself) leaves the task as it was:
-        the index still pins the old checkpoint, and the thread's head gets the
-        old values back. The deadline covers the graph run, never the commit.
+        Anything failing before the checkpoint is saved (provider down, the database lost, the
+        step deadline, the lock lost, a crash) leaves the task as it was: what the run saved is
+        discarded, and the index still pins the old checkpoint. The deadline covers the graph
+        run, never the commit. A saved checkpoint whose entry was never written (the process
+        died in between) is adopted by the next request for the task (:meth:`_settle`).
         """
         graph_input = observation_to_input(request, task_id, new_task=entry is None)
-        # Usually the pinned checkpoint is still the thread's head (``head``, read under the
-        # task lock); then load it as the latest: one read, where addressing it by id costs a
-        # second (LangGraph's check that the thread has not moved past it).
-        start = entry.checkpoint_id if entry and entry.checkpoint_id != head else None
+        # Addressed by id, never "the latest": LangGraph then stores the run's history records in
+        # its own checkpoint instead of as writes on the start checkpoint, where a second run from
+        # the same checkpoint (a step whose lock died) would have added its own beside them.
+        config = _pinned(task_id, entry.checkpoint_id if entry else None)
+        if key is not None:  # read back if the step is adopted (_settle)
+            config["configurable"] |= {RETRY_ID: key.request_id, RETRY_FINGERPRINT: key.fingerprint}
         try:
-            values, checkpoint_id = await self._invoke(graph_input, _pinned(task_id, start))
-            response = state_to_response(values)
-            if response.parsed_action is not None and response.parsed_action.element_id is not None:
-                # The element's name, from the page the action was chosen on (a parse, off the loop).
-                offload = offload_for(self.context().page_processes)
-                response.target = await offload(
-                    target_label, request.dom, response.parsed_action.element_id
-                )
-            stamp = now()
-            committed = TaskEntry(
-                tenant=tenant,
-                task_id=task_id,
-                session_id=values.get("session_id"),
-                goal=values.get("goal", ""),
-                url=request.url,
-                status=response.status,
-                step_index=response.step_index,
-                checkpoint_id=checkpoint_id,
-                created_at=entry.created_at if entry else stamp,
-                updated_at=stamp,
-                last_response=response.to_wire(),
-            )
-            await self.index.record(committed, key)
+            values, checkpoint_id = await self._invoke(graph_input, config)
         except BaseException as exc:
-            await asyncio.shield(self._forget_failed_run(task_id, entry))
+            try:
+                await asyncio.shield(self._forget_failed_run(task_id, entry))
+            except Exception:  # the database is gone too: the next request's _settle cleans up
+                log.warning(
+                    "task %s: could not discard a failed run's checkpoint", task_id, exc_info=True
+                )
+            if fenced_out(exc):
+                raise StepFenced(
+                    f"task {task_id}: another request committed this step first; "
+                    "send the same request again for its answer"
+                ) from exc
             if isinstance(exc, Exception) and not isinstance(exc, EXPECTED_FAULTS):
                 log.exception("task %s: step failed; the task is unchanged", task_id)
                 raise StepFailed(
                     f"the step failed ({type(exc).__name__}); the task is unchanged: send the same request again"
                 ) from exc
             raise
+        try:
+            return await self._commit(
+                tenant, entry, values, checkpoint_id, request.url, key, dom=request.dom
+            )
+        except Exception as exc:
+            if isinstance(exc, EXPECTED_FAULTS):
+                raise
+            log.exception("task %s: step saved, its answer not recorded", task_id)
+            raise StepFailed(
+                f"the step was saved but its answer could not be recorded ({type(exc).__name__}): "
+                "send the same request again for it"
+            ) from exc
+
+    async def _commit(
+        self,
+        tenant: str,
+        entry: TaskEntry | None,
+        values: dict[str, Any],
+        checkpoint_id: str,
+        url: str,
+        key: RetryKey | None,
+        *,
+        dom: str | None = None,
+    ) -> InteractResponse:
+        """Write the index entry (and the retry key's answer) of a saved step; ``dom``, the page
+        the action was chosen on, names its target element (an adopted step has none)."""
+        response = state_to_response(values)
+        if (
+            dom
+            and response.parsed_action is not None
+            and response.parsed_action.element_id is not None
+        ):
+            offload = offload_for(self.context().page_processes)  # a parse: off the event loop
+            response.target = await offload(target_label, dom, response.parsed_action.element_id)
+        stamp = now()
+        await self.index.record(
+            TaskEntry(
+                tenant=tenant,
+                task_id=response.task_id,
+                session_id=values.get("session_id"),
+                goal=values.get("goal", ""),
+                url=url,
+                status=response.status,
+                step_index=response.step_index,
+                checkpoint_id=checkpoint_id,
+                created_at=entry.created_at if entry else stamp,
+                updated_at=stamp,
+                last_response=response.to_wire(),
+            ),
+            key,
+        )
         return response
+
+    async def _settle(self, entry: TaskEntry) -> TaskEntry:
+        """The entry once the checkpoints saved on its pinned one are accounted for (under the lock).
+
+        A finished run's checkpoint is a committed step whose entry a dead process never wrote:
+        it is adopted (its entry and answer written now, as its own run would have). Anything
+        else saved there is a failed run's leftovers, discarded.
+        """
+        for child, state in await self._saved_on(entry.task_id, entry.checkpoint_id):
+            meta = state.metadata or {}
+            key = None
+            if meta.get(RETRY_ID) and meta.get(RETRY_FINGERPRINT):
+                key = RetryKey(entry.task_id, meta[RETRY_ID], meta[RETRY_FINGERPRINT])
+            log.warning("task %s: adopting step checkpoint %s", entry.task_id, child)
+            url = state.values.get("url", entry.url)
+            await self._commit(entry.tenant, entry, state.values, child, url, key)
+            return await self._settle(await self._entry(entry.tenant, entry.task_id))
+        return entry
+
+    async def _saved_on(self, task_id: str, checkpoint_id: str) -> list[tuple[str, StateSnapshot]]:
+        """The finished runs' checkpoints saved on ``checkpoint_id``, with their states; an
+        unfinished one (LangGraph saves one when a run fails) is discarded on the way."""
+        finished = []
+        for child in await self.checkpoints.achildren(task_id, checkpoint_id):
+            state = await self.graph.aget_state(_pinned(task_id, child))
+            if state.metadata is None:
+                continue  # gone since the listing: its failed run (lock lost) discarded it itself
+            if state.next:
+                await self.checkpoints.adiscard(task_id, child)
+            else:
+                finished.append((child, state))
+        return finished
 
     async def _invoke(
         self, graph_input: dict[str, Any], config: dict[str, Any]
@@ -263,12 +342,9 @@ class TaskService:
         if entry is None:
             await self.graph.checkpointer.adelete_thread(task_id)
             return
-        head = await self.graph.checkpointer.aget_tuple(_pinned(task_id, None))
-        if head is not None and head.config["configurable"]["checkpoint_id"] != entry.checkpoint_id:
-            # A failed run still saves a checkpoint (its partial writes); put the pinned values back on top.
-            await self.graph.aupdate_state(
-                _pinned(task_id, entry.checkpoint_id), None, as_node="__copy__"
-            )
+        # A finished checkpoint stays (the run failed after it was saved, or it is another run's):
+        # it is a committed step, which only the lock's holder adopts (_settle).
+        await self._saved_on(task_id, entry.checkpoint_id)
 
     async def _entry(self, tenant: str, task_id: str) -> TaskEntry:
         entry = await self.index.get(tenant, task_id)
@@ -310,6 +386,11 @@ class TaskService:
             usage={purpose: Usage.model_validate(u) for purpose, u in usage.items()},
             total_usage=total_usage(usage),
         )
+
+
+RETRY_ID = "retry_request_id"
+RETRY_FINGERPRINT = "retry_fingerprint"
+"""Config keys (kept in the step's checkpoint metadata) naming the request a step answered."""
 
 
 def _pinned(task_id: str, checkpoint_id: str | None) -> dict[str, Any]:

@@ -251,28 +251,29 @@ def test_provider_down_answers_503_and_the_same_request_then_makes_exactly_one_s
     assert not before.get("verification_history")
 
 
-def test_a_step_is_committed_by_its_index_entry_and_a_failed_commit_changes_nothing(
-    small, sqlite_settings, monkeypatch
+def test_a_step_saved_but_not_recorded_is_answered_once_by_the_resend(
+    small, sqlite_settings, monkeypatch, scripted_model
 ):
-    """The graph has already saved the new checkpoint when the index write fails (as if killed right then)."""
+    """The graph has saved the step's checkpoint (the commit) when the index write fails, as if
+    the process were killed right then: the resend gets that step's answer, never a second step."""
     server, client, task_id = small
-    before = read_head(sqlite_settings.database_url, task_id)
     real_record = TaskIndex.record
 
     async def failing_record(self, *args):
-        monkeypatch.setattr(TaskIndex, "record", real_record)  # only the first commit fails
+        monkeypatch.setattr(TaskIndex, "record", real_record)  # only the first write fails
         raise OSError("disk full")
 
     monkeypatch.setattr(TaskIndex, "record", failing_record)
     request = observation(9, 1, taskId=task_id, requestId="commit-1")
 
     failed = client.interact(request)
-    assert failed.status_code == 500 and "the task is unchanged" in failed.json()["detail"]
-    assert read_head(sqlite_settings.database_url, task_id) == before
+    assert failed.status_code == 500 and "send the same request again" in failed.json()["detail"]
     assert client.detail(task_id)["stepIndex"] == 0
+    verdicts = scripted_model.calls("verification")
 
     again = client.interact(request)
     assert again.status_code == 200 and again.json()["stepIndex"] == 1
+    assert scripted_model.calls("verification") == verdicts, "the saved step, not a second run"
     after = read_head(sqlite_settings.database_url, task_id)
     assert [a["step_index"] for a in after["action_history"]] == [0, 1]
     assert [v["step_index"] for v in after["verification_history"]] == [0]

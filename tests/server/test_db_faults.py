@@ -14,22 +14,13 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
-import psycopg
 from service_testkit import PG_URL, goal, observation
+
+from benchmarks.lock_loss import terminate
 
 TASKS = 8
 PRESSES = 6
 KILLS = 4
-
-
-def terminate_backends(application_name: str) -> int:
-    """``pg_terminate_backend`` on every connection of the service; how many there were."""
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-            (application_name,),
-        ).fetchall()
-    return len(rows)
 
 
 def test_terminated_backends_give_503s_then_the_service_recovers(pg_url, process_servers, playbook):
@@ -80,7 +71,7 @@ def test_terminated_backends_give_503s_then_the_service_recovers(pg_url, process
     def kill_repeatedly() -> None:
         for _ in range(KILLS):
             time.sleep(0.4)
-            killed.append(terminate_backends(application_name))
+            killed.append(terminate(PG_URL, application_name))
 
     killer = threading.Thread(target=kill_repeatedly)
     with ThreadPoolExecutor(TASKS) as pool:
@@ -93,7 +84,7 @@ def test_terminated_backends_give_503s_then_the_service_recovers(pg_url, process
     assert set(statuses) <= {200, 503}  # never a 500
 
     # Recovery by itself: after a kill, the service answers again within 5 s.
-    terminate_backends(application_name)
+    terminate(PG_URL, application_name)
     started = time.monotonic()
     client = server.client()
     while client.get("/healthz").status_code != 200:

@@ -1,0 +1,209 @@
+"""Lost locks under load: two service processes on one PostgreSQL, their backends terminated mid-run.
+
+Two ``veriloop serve`` processes (``benchmarks.service_overhead.ServiceProcess``) share one fresh
+schema; the scripted model answers every call after ``--latency`` seconds. ``--tasks`` tasks run
+at once, ``--steps`` steps each; every step after the first is sent to both processes at the same
+moment with the identical body (same ``requestId``, the ``stepIndex`` it answers), and sent again
+after a 503 or a dropped connection. Meanwhile every service connection (both processes' pools
+and lock sessions, found by their ``application_name``) is terminated ``--terminations`` times
+with ``pg_terminate_backend``: a lock dies while its step runs, and the resend on the other
+process takes the task.
+
+Then it counts, from the service's own answers and tables:
+
+- ``lost``: steps a client was answered for that the task's history lacks;
+- ``duplicated``: history records beyond one per step index;
+- ``siblings``: checkpoints sharing a parent in one thread and namespace;
+- ``wrong_step_index``: 200 answers whose ``stepIndex`` is not the one the request expected
+  (503s during the outage are expected and only counted).
+
+    python -m benchmarks.lock_loss [--tasks 100] [--steps 5] [--latency 1.0] [--terminations 3] [--quick]
+
+Last line: ``RESULT lost=.. duplicated=.. siblings=.. wrong_step_index=.. tasks=.. terminations=..``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+
+import httpx
+import psycopg
+
+from benchmarks.service_overhead import ServiceProcess, answer, observation
+from veriloop.llm.scripted import ANY_PURPOSE, Delay, ScriptedModelServer
+
+PAGE = "<html><body><h1>Lock loss</h1><p>{tab}</p></body></html>"
+RESEND_PAUSE_S = 0.1
+SIBLINGS_SQL = (
+    "SELECT count(*) FROM (SELECT 1 FROM checkpoints WHERE parent_checkpoint_id IS NOT NULL "
+    "GROUP BY thread_id, checkpoint_ns, parent_checkpoint_id HAVING count(*) > 1) AS s"
+)
+
+
+@dataclass
+class Tally:
+    """What the clients saw."""
+
+    statuses: Counter = field(default_factory=Counter)
+    wrong_step_index: int = 0
+    answered: dict[str, int] = field(default_factory=dict)
+    """Task id -> the steps its client was answered for."""
+    in_flight: int = 0
+    """Later steps (a lock held, a model call running) sent and not yet answered."""
+
+
+async def send(client: httpx.AsyncClient, body: dict, expected: int, tally: Tally) -> dict:
+    """Send ``body`` until it is answered 200 (503s and dropped connections are sent again)."""
+    while True:
+        try:
+            response = await client.post("/api/agent/interact", json=body)
+        except httpx.TransportError:
+            tally.statuses["dropped"] += 1
+            await asyncio.sleep(RESEND_PAUSE_S)
+            continue
+        tally.statuses[response.status_code] += 1
+        if response.status_code == 200:
+            reply = response.json()
+            if reply["stepIndex"] != expected:
+                tally.wrong_step_index += 1
+            return reply
+        if response.status_code != 503:
+            raise SystemExit(f"unexpected {response.status_code}: {response.text[:300]}")
+        await asyncio.sleep(RESEND_PAUSE_S)
+
+
+async def run_task(tab: int, urls: list[str], steps: int, tally: Tally) -> None:
+    """One task: its first step on one process, every later step on both at once."""
+    page = PAGE.format(tab=tab)
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [
+            await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=120))
+            for url in urls
+        ]
+        first = observation(page, None, 0) | {"requestId": f"{tab}-0"}
+        task_id = (await send(clients[tab % 2], first, 0, tally))["taskId"]
+        tally.answered[task_id] = 1
+        for n in range(1, steps):
+            body = observation(page, task_id, n) | {"stepIndex": n - 1, "requestId": f"{tab}-{n}"}
+            tally.in_flight += 1
+            try:
+                await asyncio.gather(*(send(client, body, n, tally) for client in clients))
+            finally:
+                tally.in_flight -= 1
+            tally.answered[task_id] = n + 1
+
+
+def terminate(admin_url: str, application_name: str) -> int:
+    """``pg_terminate_backend`` on every connection of the service; how many there were."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (application_name,),
+        ).fetchall()
+    return len(rows)
+
+
+async def terminator(
+    admin_url: str, application_name: str, args, tally: Tally, done: list[int]
+) -> None:
+    """Every ``args.every`` seconds, once a later step is in its model call, terminate."""
+    for _ in range(args.terminations):
+        await asyncio.sleep(args.every)
+        while not tally.in_flight:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(args.latency / 2)
+        done.append(await asyncio.to_thread(terminate, admin_url, application_name))
+
+
+async def measure(args, model: ScriptedModelServer, database_url: str, application_name: str):
+    services = [ServiceProcess(database_url, model.base_url) for _ in range(2)]
+    tally, killed = Tally(), []
+    try:
+        urls = [service.url for service in services]
+        started = time.perf_counter()
+        killer = asyncio.create_task(
+            terminator(args.postgres_url, application_name, args, tally, killed)
+        )
+        await asyncio.gather(*(run_task(tab, urls, args.steps, tally) for tab in range(args.tasks)))
+        wall = time.perf_counter() - started
+        await killer
+        lost = duplicated = 0
+        async with httpx.AsyncClient(base_url=urls[0], timeout=120) as reader:
+            for task_id, answered in tally.answered.items():
+                detail = (await reader.get(f"/api/tasks/{task_id}")).json()
+                indexes = [action["stepIndex"] for action in detail["actions"]]
+                lost += len(set(range(answered)) - set(indexes))
+                duplicated += len(indexes) - len(set(indexes))
+    finally:
+        for service in services:
+            service.stop()
+    return tally, killed, lost, duplicated, wall
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=5, help="steps per task")
+    parser.add_argument("--latency", type=float, default=1.0, help="seconds per model call")
+    parser.add_argument("--terminations", type=int, default=3)
+    parser.add_argument(
+        "--every",
+        type=float,
+        default=4.0,
+        help="seconds between terminations (the first too); each waits for a step in flight",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="6 tasks of 3 steps, 0.3 s model, one termination"
+    )
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get(
+            "VERILOOP_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/veriloop_test"
+        ),
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.tasks, args.steps, args.latency, args.terminations, args.every = 6, 3, 0.3, 1, 1.0
+
+    model = ScriptedModelServer().start()
+    model.on(ANY_PURPOSE, lambda request: Delay(args.latency, answer(request)))
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    application_name = f"veriloop-lockloss-{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(args.postgres_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    database_url = (
+        f"{args.postgres_url}?options=-csearch_path%3D{schema}&application_name={application_name}"
+    )
+    print(
+        f"{args.tasks} tasks x {args.steps} steps, each later step sent to both processes at once; "
+        f"model {args.latency:g} s a call; {args.terminations} terminations, every {args.every:g} s"
+    )
+    try:
+        tally, killed, lost, duplicated, wall = asyncio.run(
+            measure(args, model, database_url, application_name)
+        )
+        with psycopg.connect(database_url) as conn:
+            siblings = conn.execute(SIBLINGS_SQL).fetchone()[0]
+    finally:
+        model.stop()
+        with psycopg.connect(args.postgres_url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    print(
+        f"wall {wall:.1f} s; answers {dict(tally.statuses)}; backends terminated per round {killed}"
+    )
+    print(
+        f"RESULT lost={lost} duplicated={duplicated} siblings={siblings} "
+        f"wrong_step_index={tally.wrong_step_index} tasks={len(tally.answered)} "
+        f"terminations={sum(1 for k in killed if k)}"
+    )
+
+
+if __name__ == "__main__":
+    main()

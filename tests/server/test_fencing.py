@@ -1,0 +1,257 @@
+"""Fencing: a step commits only if it still owns its task, whatever happened to its lock.
+
+Two services on one database stand for two processes after the task's lock died: each holds
+only its own in-process lock, so both run the same step from the same checkpoint at once. The
+checkpointer's fence admits one of them; the other answers 503 and its resend gets the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
+
+import psycopg
+import pytest
+from plan_tools import TOOLS
+from service_testkit import goal, observation, python_step
+
+from veriloop.context import Context, PlanContext
+from veriloop.llm.scripted import Delay
+from veriloop.schemas.api import InteractRequest, PlanRunRequest
+from veriloop.schemas.outputs import SemanticVerdict
+from veriloop.server.app import compile_graph
+from veriloop.server.index import TaskIndex
+from veriloop.server.locks import LocalLocks, LockLost, PostgresLocks
+from veriloop.server.persistence import open_persistence
+from veriloop.server.plans import PlanService
+from veriloop.server.service import StepFenced, StepTimeout, TaskService
+from veriloop.server.settings import Settings
+
+pytestmark = pytest.mark.anyio
+TENANT = "tenant_a"
+SLOW_VERDICT = Delay(
+    0.5,
+    SemanticVerdict(action_succeeded=True, task_completed=False, confidence=0.9, reason="ok"),
+)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'fence.sqlite'}"
+    return request.getfixturevalue("pg_url")
+
+
+@asynccontextmanager
+async def services(
+    database_url: str, count: int, step_deadline_s: float = 60
+) -> AsyncIterator[list[TaskService]]:
+    """``count`` services on one database, each with its own storage and locks (as processes)."""
+    async with AsyncExitStack() as stack:
+        made = []
+        for _ in range(count):
+            p = await stack.enter_async_context(
+                open_persistence(Settings(database_url=database_url))
+            )
+            made.append(
+                TaskService(
+                    compile_graph(p.checkpointer),
+                    TaskIndex(p.store),
+                    LocalLocks(60),  # only in-process: as if the cross-process lock had died
+                    max_dom_bytes=5_000_000,
+                    step_deadline_s=step_deadline_s,
+                    context=partial(Context, page_processes=0),
+                )
+            )
+        yield made
+
+
+@asynccontextmanager
+async def plan_services(database_url: str, workspace: str) -> AsyncIterator[list[PlanService]]:
+    """Two plan services on one database, each with only its in-process lock (as above)."""
+    async with AsyncExitStack() as stack:
+        made = []
+        for _ in range(2):
+            p = await stack.enter_async_context(
+                open_persistence(Settings(database_url=database_url))
+            )
+            service = PlanService(
+                p.checkpointer,
+                p.store,
+                LocalLocks(60),
+                context=PlanContext(tools=TOOLS, workspace=workspace),
+                max_manifest_bytes=1_000_000,
+            )
+            stack.push_async_callback(service.aclose)
+            made.append(service)
+        yield made
+
+
+def siblings(database_url: str) -> int:
+    """Checkpoints sharing a parent with another checkpoint of their thread and namespace."""
+    sql = (
+        "SELECT count(*) FROM (SELECT 1 FROM checkpoints WHERE parent_checkpoint_id IS NOT NULL "
+        "GROUP BY thread_id, checkpoint_ns, parent_checkpoint_id HAVING count(*) > 1) AS s"
+    )
+    if database_url.startswith("sqlite"):
+        with sqlite3.connect(database_url.removeprefix("sqlite:///")) as conn:
+            return conn.execute(sql).fetchone()[0]
+    with psycopg.connect(database_url) as conn:
+        return conn.execute(sql).fetchone()[0]
+
+
+def request(body: dict) -> InteractRequest:
+    return InteractRequest.model_validate(body)
+
+
+async def answer(service: TaskService, body: dict):
+    """The answer, or the exception it raised."""
+    try:
+        return await service.interact(TENANT, request(body))
+    except Exception as exc:  # noqa: BLE001 - the test looks at which one
+        return exc
+
+
+async def test_one_step_run_at_once_by_two_processes_commits_once(
+    database_url, scripted_model, playbook
+):
+    async with services(database_url, 2) as (a, b):
+        first = await a.interact(TENANT, request(observation(7, 0, query=goal(7, 5))))
+        task_id = first.task_id
+        scripted_model.script("verification", SLOW_VERDICT)
+        scripted_model.script("verification", SLOW_VERDICT)
+        body = observation(7, 1, taskId=task_id, stepIndex=0, requestId="step-1")
+
+        answers = await asyncio.gather(answer(a, body), answer(b, body))
+
+        fenced = [x for x in answers if isinstance(x, Exception)]
+        assert len(fenced) == 1 and isinstance(fenced[0], StepFenced), answers
+        (won,) = [x for x in answers if not isinstance(x, Exception)]
+        assert won.step_index == 1
+        # The refused request, sent again to either process, gets the committed answer.
+        assert await a.interact(TENANT, request(body)) == won
+        assert await b.interact(TENANT, request(body)) == won
+        assert siblings(database_url) == 0
+        nxt = await b.interact(
+            TENANT, request(observation(7, 2, taskId=task_id, stepIndex=1, requestId="step-2"))
+        )
+        assert nxt.step_index == 2
+        detail = await a.task_detail(TENANT, task_id)
+        assert [x.step_index for x in detail.actions] == [0, 1, 2]
+        assert [v.step_index for v in detail.verifications] == [0, 1]
+
+
+async def test_a_step_saved_but_never_recorded_is_adopted(
+    database_url, scripted_model, playbook, monkeypatch
+):
+    async with services(database_url, 1) as (service,):
+        task_id = (
+            await service.interact(TENANT, request(observation(8, 0, query=goal(8, 5))))
+        ).task_id
+        body = observation(8, 1, taskId=task_id, requestId="step-1")
+        record = service.index.record
+
+        async def die_before_recording(entry, key):
+            raise asyncio.CancelledError  # the process stopped between the two writes
+
+        monkeypatch.setattr(service.index, "record", die_before_recording)
+        with pytest.raises(asyncio.CancelledError):
+            await service.interact(TENANT, request(body))
+        monkeypatch.setattr(service.index, "record", record)
+        verdicts = scripted_model.calls("verification")
+
+        again = await service.interact(TENANT, request(body))
+
+        assert again.step_index == 1
+        assert scripted_model.calls("verification") == verdicts, "adopted, not run again"
+        detail = await service.task_detail(TENANT, task_id)
+        assert [x.step_index for x in detail.actions] == [0, 1]
+        assert siblings(database_url) == 0
+
+
+async def test_a_failed_run_leaves_nothing_behind(database_url, scripted_model, playbook):
+    async with services(database_url, 1, step_deadline_s=2) as (service,):
+        task_id = (
+            await service.interact(TENANT, request(observation(9, 0, query=goal(9, 5))))
+        ).task_id
+        scripted_model.script("verification", Delay(4, SLOW_VERDICT.answer))
+        body = observation(9, 1, taskId=task_id, requestId="step-1")
+        assert isinstance(await answer(service, body), StepTimeout)
+        entry = await service.index.get(TENANT, task_id)
+        assert await service.checkpoints.achildren(task_id, entry.checkpoint_id) == []
+        assert (await service.interact(TENANT, request(body))).step_index == 1
+        assert siblings(database_url) == 0
+
+
+async def test_a_dead_lock_session_cancels_the_step_holding_it(postgres_ready):
+    locks = PostgresLocks(postgres_ready, 5, watch_s=0.1)
+    entered = asyncio.Event()
+
+    async def step() -> None:
+        async with locks.hold(f"task:{uuid.uuid4().hex}"):
+            entered.set()
+            await asyncio.sleep(30)
+
+    try:
+        running = asyncio.create_task(step())
+        await entered.wait()
+        with psycopg.connect(postgres_ready, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (locks._conn.info.backend_pid,))
+        with pytest.raises(LockLost):
+            await asyncio.wait_for(running, 5)
+    finally:
+        await locks.aclose()
+
+
+async def test_two_executions_of_one_plan_run_record_each_batch_once(database_url, tmp_path):
+    markers = tmp_path / "markers.txt"
+    manifest = {
+        "goal": "one execution's results",
+        "steps": [
+            python_step("a", markers),
+            python_step("slow", markers, sleep=1.0, depends_on=["a"]),
+            python_step("last", markers, depends_on=["slow"]),
+        ],
+    }
+    async with plan_services(database_url, str(tmp_path)) as (a, b):
+        run_id = (await a.start(TENANT, PlanRunRequest(manifest=manifest))).run_id
+        while "slow" not in (markers.read_text() if markers.exists() else ""):
+            await asyncio.sleep(0.02)
+        await b.resume(TENANT, run_id)  # a's lock died: b takes the run from the same checkpoint
+        while await a.executing(run_id) or await b.executing(run_id):
+            await asyncio.sleep(0.05)
+        report = await b.detail(TENANT, run_id)
+
+    assert report.status == "completed", report
+    assert report.error is None
+    assert [len(report.steps[step].attempts) for step in ("a", "slow", "last")] == [1, 1, 1]
+    # Both executions ran the slow step (its side effects are the tool's); one recorded it.
+    assert markers.read_text().splitlines().count("last") == 1
+    assert siblings(database_url) == 0
+
+
+async def test_a_checkpoint_gone_since_the_listing_is_neither_adopted_nor_an_error(
+    database_url, scripted_model, playbook, monkeypatch
+):
+    """A failed run whose lock died discards its own checkpoint outside the lock, so one listed
+    as saved on the pinned checkpoint may be gone when it is read."""
+    async with services(database_url, 1) as (service,):
+        task_id = (
+            await service.interact(TENANT, request(observation(6, 0, query=goal(6, 5))))
+        ).task_id
+        entry = await service.index.get(TENANT, task_id)
+        listed = service.checkpoints.achildren
+
+        async def with_a_vanished_one(thread_id, parent_id):
+            return ["1f0-vanished", *await listed(thread_id, parent_id)]
+
+        monkeypatch.setattr(service.checkpoints, "achildren", with_a_vanished_one)
+        assert await service._settle(entry) == entry
+        reply = await service.interact(
+            TENANT, request(observation(6, 1, taskId=task_id, stepIndex=0))
+        )
+        assert reply.step_index == 1
