@@ -56,6 +56,7 @@ def finalize_update(
         source=source,
         action_type=action_type,
         expected_outcome=expected_outcome,
+        correction_strategy=correction_strategy,
     )
     attempts, tried = (0, []) if verified_success else (correction_attempts, list(tried_strategies))
     if correction_strategy is not None:

@@ -72,7 +72,6 @@ def state_to_response(state: dict[str, Any]) -> InteractResponse:
             failure_category=verification.get("failure_category"),
             model_called=verification.get("model_called", False),
         )
-    tried = state.get("tried_strategies") or []
     return InteractResponse(
         task_id=state["task_id"],
         step_index=last["step_index"],
@@ -81,8 +80,7 @@ def state_to_response(state: dict[str, Any]) -> InteractResponse:
         thought=last.get("thought", ""),
         status=state.get("status", "executing"),
         verification=summary,
-        # finalize appends the strategy that chose a correction's action to tried_strategies.
-        correction_strategy=tried[-1] if last.get("source") == "correction" and tried else None,
+        correction_strategy=last.get("correction_strategy"),
     )
 
 

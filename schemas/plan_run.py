@@ -165,6 +165,11 @@ class AttemptReport(WireModel):
         "any tool: a corrective prompt would not give it what it lacks.",
     )
     usage: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    corrective_prompt: str | None = Field(
+        default=None,
+        description="What a retry was told: the task, the latest failure, the checks to keep "
+        "passing (None for a first attempt).",
+    )
     started_at: datetime | None = Field(default=None, description="When the attempt started (UTC).")
     duration_s: float = Field(default=0.0, description="Wall time of the execution and its checks.")
     sandboxed: bool | None = Field(

@@ -31,6 +31,10 @@ class ActionRecord(WireModel):
         description="What the action should do: a fixed template for navigation and dropdowns, "
         "the plan step's expected outcome otherwise; correction compares it with what was observed.",
     )
+    correction_strategy: str | None = Field(
+        default=None,
+        description="The correction strategy that chose this action (source 'correction').",
+    )
 
 
 class StepChanges(WireModel):

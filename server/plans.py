@@ -193,7 +193,8 @@ class PlanService:
         manifest_limits: ManifestLimits,
         plan_shell: PlanShell = "off",
     ) -> None:
-        self.runner = PlanRunner(checkpointer, context=context)
+        # Each run in a folder of its own: one tenant's run never sees another's files.
+        self.runner = PlanRunner(checkpointer, context=context, workspace_per_run=True)
         self.plan_shell = plan_shell
         if plan_shell == "sandboxed" and (why := bwrap_problem()):
             log.warning("plan_shell=sandboxed, but %s: plan steps that start processes fail", why)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
+import re
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -71,10 +73,15 @@ class PlanRunner:
         checkpointer: BaseCheckpointSaver | None = None,
         context: PlanContext | None = None,
         tools: Any = None,
+        *,
+        workspace_per_run: bool = False,
     ) -> None:
+        """``workspace_per_run``: each run works in its own folder under the context's workspace
+        (:func:`run_workspace`), so runs never read or change each other's files (the service)."""
         self.checkpointer = checkpointer if checkpointer is not None else InMemorySaver()
         context = context or PlanContext()
         self.context = dataclasses.replace(context, tools=tools) if tools is not None else context
+        self.workspace_per_run = workspace_per_run
         self.graph: CompiledStateGraph = build_plan_graph().compile(
             checkpointer=self.checkpointer, name="plan"
         )
@@ -173,10 +180,15 @@ class PlanRunner:
         self, graph_input: Any, run_id: str, concurrency: int, on_event: EventHandler | None
     ) -> None:
         config = {**_config(run_id), "max_concurrency": max(1, int(concurrency))}
+        context = self.context
+        if self.workspace_per_run:
+            folder = run_workspace(context.workspace, run_id)
+            await asyncio.to_thread(folder.mkdir, parents=True, exist_ok=True)
+            context = dataclasses.replace(context, workspace=str(folder))
         async for _namespace, event in self.graph.astream(
             graph_input,
             config,
-            context=self.context,
+            context=context,
             stream_mode="custom",
             subgraphs=True,
             durability="sync",
@@ -185,6 +197,14 @@ class PlanRunner:
                 outcome = on_event(event)
                 if asyncio.iscoroutine(outcome):
                     await outcome
+
+
+def run_workspace(base: str | Path, thread_id: str) -> Path:
+    """A run's own folder under ``base``: ``runs/<thread id>``, the id made safe for a path and
+    kept unique by a short hash of it (the same folder every time the run resumes)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", thread_id)[:80]
+    digest = hashlib.sha256(thread_id.encode()).hexdigest()[:10]
+    return Path(base).resolve() / "runs" / f"{safe}-{digest}"
 
 
 async def arun_plan(

@@ -49,6 +49,8 @@ PREVIOUS_OUTPUT_CHARS = 1000
 """The previous output in the corrective prompt."""
 OUTPUT_EXCERPT_CHARS = 2000
 """An attempt report's output excerpt and notes."""
+CORRECTIVE_PROMPT_CHARS = 6000
+"""A retry's corrective prompt is kept in its attempt report up to about this many characters."""
 
 
 def build_corrective_prompt(
@@ -136,10 +138,15 @@ def attempt_report(
     *,
     started_at: float,
     ended_at: float,
+    corrective_prompt: str | None = None,
 ) -> AttemptReport:
     """The report of one attempt (times in epoch seconds): passed = the executor worked and every
-    applicable check passed."""
+    applicable check passed. ``corrective_prompt``: what a retry was told (kept for the people who
+    read the report, cut in the middle past a size)."""
     return AttemptReport(
+        corrective_prompt=truncate_middle(corrective_prompt, CORRECTIVE_PROMPT_CHARS)
+        if corrective_prompt
+        else None,
         run_number=run_number,
         execution_ok=execution.ok,
         output_excerpt=truncate_middle(output_text(execution.output), OUTPUT_EXCERPT_CHARS)

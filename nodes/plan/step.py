@@ -149,7 +149,12 @@ async def check(state: StepState, runtime: Runtime[PlanContext]) -> dict:
         review_usage = add_usage(review_usage, result.details.get("usage"))
     started = state.get("started_at") or time.time()
     report = attempt_report(
-        run_number, execution, results, started_at=started, ended_at=time.time()
+        run_number,
+        execution,
+        results,
+        started_at=started,
+        ended_at=time.time(),
+        corrective_prompt=state.get("prompt") if run_number > 1 else None,
     )
     started_processes = execution.sandboxed is not None or any(
         result.type in ("command", "tests") and not result.errored for result in results

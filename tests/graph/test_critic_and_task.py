@@ -70,6 +70,7 @@ def test_finalize_counts_a_correction_against_the_step():
         and record["action"] == "wait(0.5)"
         and record["source"] == "correction"
     )
+    assert record["correction_strategy"] == "retry_with_delay(0.5)"  # what the task page shows
     assert record["before_state"]["dom_hash"] == "abc"
 
 
@@ -81,4 +82,5 @@ def test_a_verified_success_gives_the_next_step_a_fresh_budget():
         correction_strategy=None,
     )
     assert update["correction_attempts"] == 0 and update["tried_strategies"] == []
+    assert update["action_history"][0]["correction_strategy"] is None
     assert update["status"] == "executing"

@@ -78,6 +78,10 @@ def test_a_bug_caught_by_the_tests_is_fixed_by_the_corrective_prompt(
     corrective = [r for r in scripted_model.requests if "Attempt: 2 of 3" in r.text][0].text
     assert "Write adder.py with add(a, b)." in corrective  # the original task is kept
     assert "test_adds" in corrective  # ...with the latest failure from the JUnit report
+    # The report keeps what the retry was told, for the people who read it (the console).
+    assert step.attempts[0].corrective_prompt is None
+    assert "Attempt: 2 of 3" in step.attempts[1].corrective_prompt
+    assert "test_adds" in step.attempts[1].corrective_prompt
     # Tokens of both attempts add up on the step and the run.
     assert step.usage["execution"]["calls"] == 2 == report.usage["execution"]["calls"]
 

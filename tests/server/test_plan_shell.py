@@ -76,7 +76,7 @@ def test_a_default_service_refuses_a_manifest_that_runs_processes(
     assert step.get(kind, "step '") in detail
     # Refused at submission: no run exists.
     assert client.get("/api/plans/r1").status_code == 404
-    assert not list(workspace.iterdir())
+    assert not list(workspace.rglob("*.*"))
 
 
 def test_a_default_service_still_runs_the_operators_python_functions(
@@ -133,7 +133,8 @@ def test_a_sandboxed_step_cannot_read_the_service_environment_write_outside_or_o
     assert step["status"] == "completed", step
     assert step["attempts"][0]["sandboxed"] is True
     stdout = step["output"]["stdout"]
-    assert (workspace / "artifact.txt").read_text() == "built\n"
+    [artifact] = (workspace / "runs").glob("*/artifact.txt")  # the run's own folder
+    assert artifact.read_text() == "built\n"
     assert stdout.splitlines() == ["0", "done"]  # no variable, no environ, no write, no socket
     assert SECRET not in str(report) and os.environ["OPENAI_API_KEY"] not in str(report)
     assert "Read-only file system" in step["output"]["stderr"]
@@ -174,4 +175,4 @@ def test_a_model_written_command_approved_by_the_caller_still_does_not_run_when_
     step = wait_for_run(client, run_id)["steps"]["leak"]
     assert step["verificationStatus"] == "execution_failed"
     assert "plan_shell=off" in step["diagnosis"]
-    assert not (workspace / "leaked.txt").exists()
+    assert not list(workspace.rglob("leaked.txt"))
