@@ -243,6 +243,8 @@ def main() -> None:
     worst_s, rss_peak, beyond = 0.0, 0.0, 0.0
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["VERILOOP_WORKSPACE"] = tmp  # where the manifest cases' shell steps run
+        # The operator lets plans run shell steps (sandboxed), so the huge-output case runs.
+        os.environ["VERILOOP_PLAN_SHELL"] = "sandboxed"
         server = ServiceProcess(f"sqlite:///{tmp}/bench.sqlite", model.base_url)
         try:
             print(f"{'case':28} {'answers (status seconds)':40} peak RSS")
