@@ -30,6 +30,7 @@ from veriloop.server.persistence import open_persistence
 from veriloop.server.plans import PlanService
 from veriloop.server.service import StepFenced, StepTimeout, TaskService
 from veriloop.server.settings import Settings
+from veriloop.server.tenants import scoped_id
 
 pytestmark = pytest.mark.anyio
 TENANT = "tenant_a"
@@ -85,6 +86,7 @@ async def plan_services(database_url: str, workspace: str) -> AsyncIterator[list
                 LocalLocks(60),
                 context=PlanContext(tools=TOOLS, workspace=workspace),
                 max_manifest_bytes=1_000_000,
+                manifest_limits=Settings().manifest_limits,
             )
             stack.push_async_callback(service.aclose)
             made.append(service)
@@ -222,7 +224,8 @@ async def test_two_executions_of_one_plan_run_record_each_batch_once(database_ur
         while "slow" not in (markers.read_text() if markers.exists() else ""):
             await asyncio.sleep(0.02)
         await b.resume(TENANT, run_id)  # a's lock died: b takes the run from the same checkpoint
-        while await a.executing(run_id) or await b.executing(run_id):
+        thread = scoped_id(TENANT, run_id)  # the run's thread: run ids are per tenant
+        while await a.executing(thread) or await b.executing(thread):
             await asyncio.sleep(0.05)
         report = await b.detail(TENANT, run_id)
 
