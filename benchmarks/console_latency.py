@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,8 @@ from typing import Annotated
 import httpx
 import typer
 from playwright.sync_api import sync_playwright
+
+from benchmarks.serving import free_port, start_service
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -82,12 +83,6 @@ def chain(steps: int, wait: float, warmup: float) -> dict:
     return {"goal": "console latency benchmark", "steps": items}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(root: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "VERILOOP_"))}
@@ -100,23 +95,7 @@ def start_server(root: Path) -> tuple[subprocess.Popen, str]:
         "from veriloop.server.main import serve; "
         f"serve('127.0.0.1', {port}, 1, 'sqlite:///{root / 'bench.sqlite'}')"
     )
-    process = subprocess.Popen(
-        [sys.executable, "-c", code],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return process, url
-        except httpx.TransportError:
-            time.sleep(0.1)
-    process.kill()
-    raise SystemExit("the service did not start")
+    return start_service([sys.executable, "-c", code], env, port, cwd=REPO)
 
 
 def stamp_events(url: str, run_id: str, stamps: dict[str, float]) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from pathlib import Path
 import httpx
 from playwright.sync_api import sync_playwright
 
+from benchmarks.serving import free_port, start_service
 from veriloop.extension_bundle import launch_with_extension, write_extension
 from veriloop.llm.scripted import ScriptedModelServer
 from veriloop.runners.browser.client import (
@@ -59,42 +59,13 @@ EXTENSION_ROUND = """async ([tabId, serviceUrl, requestId, first]) => {
 }"""
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _serve(model_url: str, data_dir: Path) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "OPENAI_BASE_URL": model_url, "OPENAI_API_KEY": "scripted"}
     for name in ("VERILOOP_API_KEYS", "VERILOOP_API_KEYS_FILE", "VERILOOP_DATABASE_URL"):
         env.pop(name, None)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "veriloop",
-            "serve",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(data_dir),
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return process, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("veriloop serve did not start")
+    argv = [sys.executable, "-m", "veriloop", "serve", "--port", str(port)]
+    return start_service([*argv, "--data-dir", str(data_dir)], env, port)
 
 
 def main(argv: list[str] | None = None) -> None:
