@@ -202,6 +202,18 @@ def test_the_time_limit_stops_a_long_evaluation() -> None:
         predicate.evaluate(timeout_s=0.0, **BIG)
 
 
+def test_the_time_limit_counts_cpu_time_not_a_busy_machines_wall_clock(monkeypatch) -> None:
+    # Wall-clock time racing ahead (the thread waiting for a loaded machine's cores) must not fail
+    # a trivial predicate: only the evaluation's own CPU time counts.
+    clock = iter(range(0, 10**9, 10))
+    monkeypatch.setattr(time, "monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr(time, "perf_counter", lambda: float(next(clock)))
+    passed, _ = compile_predicate("len(result.text) == 3").evaluate(
+        input=None, result={"text": "abc"}, depends={}
+    )
+    assert passed is True
+
+
 def test_the_operation_budget_stops_a_long_evaluation() -> None:
     predicate = compile_predicate("all(x >= 0 for x in result.items)")
     assert predicate.evaluate(**BIG) == (True, "")
