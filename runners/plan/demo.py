@@ -25,6 +25,7 @@ import json
 import os
 import random
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -39,6 +40,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from veriloop.context import PlanContext
 from veriloop.engines.plan.manifest import downstream_of, load_manifest
+from veriloop.engines.plan.sandbox import Confinement
+from veriloop.engines.plan.sandbox import launch as sandbox_launch
 from veriloop.llm.endpoint import SCRIPTED_MODEL, describe_model, model_configured
 from veriloop.llm.scripted import ANY_PURPOSE, ScriptedModelServer, ScriptedRequest, ToolCalls
 from veriloop.plans import PlanRunner
@@ -403,14 +406,18 @@ _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", "edit
 
 
 def run_test_suite(workspace: Path, timeout_s: float = 300.0) -> tuple[int, str]:
-    """pytest on the whole suite of ``workspace``: (exit code, output)."""
-    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    env.pop("PYTEST_ADDOPTS", None)
+    """pytest on the whole suite of ``workspace``: (exit code, output). The suite runs code the
+    plan's steps wrote: like theirs, its process gets a scrubbed environment and bubblewrap where
+    it works."""
+    launch = sandbox_launch(
+        workspace, Confinement(), extra_env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    )
+    pytest = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+            [*launch.argv, "-c", pytest],
             cwd=workspace,
-            env=env,
+            env=launch.env,
             capture_output=True,
             text=True,
             timeout=timeout_s,

@@ -22,6 +22,7 @@ from veriloop.runners.plan.demo import (
     SCRIPTED_MODEL,
     PlanDemoPlaybook,
     arun_plan_demo,
+    run_test_suite,
 )
 from veriloop.schemas.plan_run import PlanRunReport
 
@@ -104,3 +105,13 @@ def test_plan_demo_command_exits_with_the_test_suites_status(
     assert "not allowed to complete: undo_history (partial_pass" in result.output
     assert "21 passed" in result.output and "-> exit 0" in result.output
     assert (tmp_path / "rep" / "report.html").is_file()
+
+
+def test_the_demo_suite_runs_without_the_callers_secrets(tmp_path, monkeypatch) -> None:
+    # The suite runs code the plan's steps wrote: it must not see the operator's keys.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-operator-secret")
+    (tmp_path / "test_env.py").write_text(
+        "import os\n\ndef test_no_secret():\n    assert 'OPENAI_API_KEY' not in os.environ\n"
+    )
+    exit_code, output = run_test_suite(tmp_path, timeout_s=120)
+    assert exit_code == 0, output
