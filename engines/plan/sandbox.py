@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from veriloop.schemas.manifest import SandboxMode
+from veriloop.schemas.manifest import AgentSpec, ManifestStep, SandboxMode
 
 SANDBOX_MODES: tuple[SandboxMode, ...] = ("off", "auto", "required")
 """From the loosest to the strictest."""
@@ -188,6 +188,33 @@ def launch(
     return Launch(argv, env, sandboxed=True)
 
 
+def step_confinement(
+    step: ManifestStep,
+    agent: AgentSpec | None,
+    *,
+    sandbox: SandboxMode,
+    pass_env: str,
+    manifest_env: bool,
+    allow_network: bool,
+    allow_shell: bool,
+) -> Confinement:
+    """How a step's processes start: the runner's settings (``sandbox`` already the stricter of the
+    run's and the manifest's; ``pass_env`` comma-separated names) and what the step declares. A
+    step's own ``env`` names count only for a user's manifest where the runner honours them
+    (``manifest_env``: the CLI, not the service); a model-written step never gets them."""
+    declared = [*step.env, *(agent.env if agent else [])]
+    granted = declared if step.origin == "user" and manifest_env else []
+    operator = [name.strip() for name in pass_env.split(",") if name.strip()]
+    return Confinement(
+        sandbox=sandbox,
+        network=step.network and allow_network,
+        pass_env=tuple(dict.fromkeys([*operator, *granted])),
+        forbidden=None
+        if allow_shell
+        else "this runner does not start processes for plan steps (the service's plan_shell=off)",
+    )
+
+
 def _isolation(workspace: Path, *, network: bool, hide: Sequence[str]) -> list[str]:
     """bwrap's options: read-only system, private /tmp, /dev and /proc, secrets hidden, then the
     workspace writable (after the tmpfs mounts, so a workspace under /tmp or a hidden folder works)."""
@@ -221,6 +248,7 @@ __all__ = [
     "bwrap_problem",
     "launch",
     "problem",
+    "step_confinement",
     "step_env",
     "stricter",
     "will_sandbox",

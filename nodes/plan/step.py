@@ -21,7 +21,12 @@ from veriloop.engines.plan.fixloop import (
     step_status,
 )
 from veriloop.engines.plan.planning import render_task
-from veriloop.engines.plan.sandbox import Confinement, stricter, will_sandbox
+from veriloop.engines.plan.sandbox import (
+    Confinement,
+    step_confinement,
+    stricter,
+    will_sandbox,
+)
 from veriloop.engines.plan.testrun import discover_test_command
 from veriloop.graph.plan_state import StepState
 from veriloop.llm import get_llm
@@ -247,21 +252,15 @@ def finish(state: StepState) -> dict:
 def _confinement(ctx: PlanContext, state: StepState) -> Confinement:
     """How this step's processes start: the run's settings, the manifest's, what the step declares."""
     step = step_of(state)
-    agent = _agent(state, step.agent)
-    declared = [*step.env, *(agent.env if agent else [])]
-    granted = declared if step.origin == "user" and ctx.manifest_env else []
-    return Confinement(
+    return step_confinement(
+        step,
+        _agent(state, step.agent),
         sandbox=stricter(ctx.sandbox, state.get("sandbox")),
-        network=step.network and ctx.allow_network,
-        pass_env=tuple(dict.fromkeys([*_names(ctx.pass_env), *granted])),
-        forbidden=None
-        if ctx.allow_shell
-        else "this runner does not start processes for plan steps (the service's plan_shell=off)",
+        pass_env=ctx.pass_env,
+        manifest_env=ctx.manifest_env,
+        allow_network=ctx.allow_network,
+        allow_shell=ctx.allow_shell,
     )
-
-
-def _names(text: str) -> list[str]:
-    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 def _agent(state: StepState, name: str | None) -> AgentSpec | None:
