@@ -18,7 +18,14 @@ const stopRequested = new Set();
 chrome.sidePanel?.setPanelBehavior({ openPanelOnActionClick: true }).catch(() => {});
 chrome.alarms.create("veriloop-wake", { periodInMinutes: 0.5 });
 chrome.alarms.onAlarm.addListener(() => resumeAll());
-chrome.runtime.onStartup.addListener(() => pauseAll("the browser restarted; open the task's page and continue it from the panel"));
+// The first worker of a browser session pauses the last session's running tasks before anything
+// drives them: their tab ids are gone or, worse, reused by another page. chrome.storage.session
+// outlives worker restarts and is emptied by a browser restart; onStartup would race resumeAll().
+const browserSession = (async () => {
+  if ((await chrome.storage.session.get("sessionStarted")).sessionStarted) return;
+  await pauseAll("the browser restarted; open the task's page and continue it from the panel");
+  await chrome.storage.session.set({ sessionStarted: true });
+})();
 
 chrome.tabs.onRemoved.addListener((tabId) => {
   updateTask(tabId, (task) => {
@@ -127,6 +134,7 @@ async function drive(tabId) {
   if (running.has(tabId)) return;
   running.add(tabId);
   try {
+    await browserSession;
     for (;;) {
       const { task } = await loadTab(tabId);
       if (!task || task.state !== "running") return;

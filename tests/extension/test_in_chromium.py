@@ -7,6 +7,7 @@ import signal
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from extension_kit import (
@@ -15,13 +16,16 @@ from extension_kit import (
     Extension,
     Service,
     assert_each_step_once,
+    chromium,
     free_port,
     start_task,
     task_in_new_tab,
     wait_final,
     wait_steps,
 )
+from playwright.sync_api import Playwright
 
+from veriloop.extension_bundle import launch_with_extension, write_extension
 from veriloop.llm.scripted import Fail, ScriptedModelServer
 from veriloop.runners.demo.run import ADD_PATIENT, APP_CHECKS, DEMO_GOALS, SEARCH_PATIENT, app_state
 from veriloop.runners.demo.server import DemoAppServer
@@ -311,3 +315,45 @@ def test_a_task_whose_storage_was_lost_is_continued_from_the_service(
         assert wait_final(panel) == "completed", extension.record(tab_id)["task"]["message"]
         assert extension.record(tab_id)["task"]["taskId"] == task_id  # the same task, continued
         assert _jas_count(demo_app) == 1
+
+
+def test_a_task_is_continued_after_a_browser_restart(
+    playwright: Playwright, service: Service, demo_app: DemoAppServer, tmp_path: Path
+) -> None:
+    # Its own browser on its own profile: the whole browser is closed and relaunched on it.
+    folder = write_extension(tmp_path / "veriloop")
+
+    def launch() -> Extension:
+        context, extension_id = launch_with_extension(
+            playwright, folder, tmp_path / "profile", executable_path=chromium()
+        )
+        return Extension(context, extension_id, folder)
+
+    before = launch()
+    try:
+        before.configure(service.url)
+        _page, old_tab_id = before.open_app(demo_app.url)
+        old_panel = before.panel(old_tab_id)
+        start_task(old_panel, ADD_PATIENT)
+        wait_steps(old_panel, 2)
+        mid_task = before.record(old_tab_id)["task"]
+        assert mid_task["state"] == "running" and mid_task["stepIndex"] >= 1
+    finally:
+        before.context.close()  # the browser quits mid-task
+    after = launch()
+    try:
+        assert after.id == before.id  # the same unpacked extension, the same storage
+        _page, tab_id = after.open_app(demo_app.url)
+        assert tab_id != old_tab_id  # Chrome gives the page a new tab: storage has nothing for it
+        panel = after.panel(tab_id)
+        panel.wait_for_selector("#recover:not([hidden])", timeout=30000)
+        assert panel.text_content("#recover-goal") == ADD_PATIENT
+        panel.click("#recover-button")
+        assert wait_final(panel) == "completed", after.record(tab_id)["task"]["message"]
+        assert after.record(tab_id)["task"]["taskId"] == mid_task["taskId"]  # continued, not anew
+        assert _jas_count(demo_app) == 1  # Save was clicked once across both browsers
+        # The last session's task was paused before anything drove it on its stale tab id.
+        stale = after.record(old_tab_id)["task"]
+        assert stale["state"] == "paused" and "browser restarted" in stale["message"], stale
+    finally:
+        after.context.close()
