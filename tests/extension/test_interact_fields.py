@@ -8,7 +8,12 @@ from veriloop.graph.io import state_to_response
 def _state(**extra) -> dict:
     history = [
         {"step_index": 0, "action": "click(1)", "source": "action_generation"},
-        {"step_index": 1, "action": 'setValue(5, "Jas")', "source": "correction"},
+        {
+            "step_index": 1,
+            "action": 'setValue(5, "Jas")',
+            "source": "correction",
+            "correction_strategy": "alternative_element(5)",
+        },
     ]
     return {
         "task_id": "t",
@@ -39,7 +44,7 @@ def test_the_answer_carries_the_parsed_action_the_strategy_and_whether_the_model
 
 def test_an_action_from_the_plan_names_no_strategy() -> None:
     state = _state()
-    state["action_history"][1]["source"] = "action_generation"
+    state["action_history"][1] |= {"source": "action_generation", "correction_strategy": None}
     state["verification_result"]["model_called"] = True
     answer = state_to_response(state).to_wire()
     assert "correctionStrategy" not in answer
