@@ -107,6 +107,9 @@ class ActionSummary(WireModel):
     expected_outcome: str | None = Field(
         default=None, description="What the action should do (the prediction path)."
     )
+    correction_strategy: str | None = Field(
+        default=None, description="The correction strategy that chose this action, if one did."
+    )
 
 
 class TaskDetail(TaskSummary):

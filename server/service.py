@@ -412,4 +412,5 @@ def _action_summary(record: dict[str, Any]) -> ActionSummary:
         plan_step_index=record.get("plan_step_index"),
         before_state=summary,
         expected_outcome=record.get("expected_outcome"),
+        correction_strategy=record.get("correction_strategy"),
     )
