@@ -238,13 +238,12 @@ class PlanService:
 
     async def detail(self, tenant: str, run_id: str) -> PlanRunDetail:
         """The run's report as the checkpointer holds it, plus executing / error."""
+        # Whether it executes is read first: a run that stops after this read has already
+        # recorded its end (its error) by the time the entry is read below.
+        executing = await self.executing(scoped_id(tenant, run_id))
         entry = await self._entry(tenant, run_id)
         report = (await self._report(entry)).within()
-        return PlanRunDetail(
-            **report.model_dump(),
-            executing=await self.executing(entry.thread_id),
-            error=entry.error,
-        )
+        return PlanRunDetail(**report.model_dump(), executing=executing, error=entry.error)
 
     async def review(self, tenant: str, run_id: str, body: PlanReviewRequest) -> PlanRunStarted:
         """Answer pending human reviews and continue the run in the background (202)."""
