@@ -154,6 +154,12 @@ def test_a_navigation_mid_task_is_followed_on_the_new_page(
     extension.configure(service.url)
     with task_in_new_tab(extension, demo_app.url, SEARCH_PATIENT) as (page, tab_id, panel):
         wait_steps(panel, 1)
+        # Between two actions (the first one typed, its execution over), never in the middle of
+        # one: a page torn down under a trusted keystroke is another test's subject.
+        page.wait_for_function("() => document.querySelector('#search')?.value === 'Maria'")
+        deadline = time.monotonic() + 30
+        while extension.record(tab_id)["task"]["phase"] == "act" and time.monotonic() < deadline:
+            time.sleep(0.02)
         page.goto(demo_app.url + "?moved")  # the user (or the page) goes elsewhere mid-task
         assert wait_final(panel) == "completed", extension.record(tab_id)["task"]["message"]
         assert APP_CHECKS[SEARCH_PATIENT](app_state(demo_app.url))[0]
