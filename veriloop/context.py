@@ -272,6 +272,13 @@ class PlanContext(Context):
             "sandbox setting can only make it stricter."
         },
     )
+    private_root: str = field(
+        default="",
+        metadata={
+            "description": "A folder sandboxed steps cannot see, except their own workspace inside it "
+            "(PlanRunner's workspace_per_run sets its base workspace: runs never read each other's files)."
+        },
+    )
     pass_env: str = field(
         default="",
         metadata={

@@ -184,7 +184,9 @@ class PlanRunner:
         if self.workspace_per_run:
             folder = run_workspace(context.workspace, run_id)
             await asyncio.to_thread(folder.mkdir, parents=True, exist_ok=True)
-            context = dataclasses.replace(context, workspace=str(folder))
+            context = dataclasses.replace(
+                context, workspace=str(folder), private_root=str(folder.parent.parent)
+            )
         async for _namespace, event in self.graph.astream(
             graph_input,
             config,

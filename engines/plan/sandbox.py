@@ -197,16 +197,19 @@ def step_confinement(
     manifest_env: bool,
     allow_network: bool,
     allow_shell: bool,
+    private_root: str = "",
 ) -> Confinement:
     """How a step's processes start: the runner's settings (``sandbox`` already the stricter of the
     run's and the manifest's; ``pass_env`` comma-separated names) and what the step declares. A
     step's own ``env`` names count only for a user's manifest where the runner honours them
-    (``manifest_env``: the CLI, not the service); a model-written step never gets them."""
+    (``manifest_env``: the CLI, not the service); a model-written step never gets them.
+    ``private_root`` is hidden but for the step's own workspace inside it (other runs' folders)."""
     declared = [*step.env, *(agent.env if agent else [])]
     granted = declared if step.origin == "user" and manifest_env else []
     operator = [name.strip() for name in pass_env.split(",") if name.strip()]
     return Confinement(
         sandbox=sandbox,
+        hide=(*home_secrets(), private_root) if private_root else home_secrets(),
         network=step.network and allow_network,
         pass_env=tuple(dict.fromkeys([*operator, *granted])),
         forbidden=None

@@ -14,10 +14,12 @@ run against the code as it was before the step.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -31,6 +33,13 @@ MAX_FILE_BYTES = 5_000_000
 """A larger file (data, not code) is fingerprinted but not copied."""
 MAX_TOTAL_BYTES = 200_000_000
 """Most bytes a snapshot copies."""
+KEEP_S = 7 * 24 * 3600.0
+"""A blob no snapshot has used for a week is removed: a step's checks read its pre-step
+copies within its own run, and a long-running service would otherwise fill its disk."""
+PRUNE_EVERY_S = 3600.0
+"""How often one process looks for such blobs (the first snapshot it takes, then hourly)."""
+
+_pruned_at: dict[Path, float] = {}
 
 
 class SnapshotMissing(LookupError):
@@ -51,6 +60,9 @@ def take_snapshot(workspace: Path, store: Path = STORE) -> tuple[dict[str, str],
     if not workspace.is_dir():
         return {}, False
     store.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if time.time() - _pruned_at.get(store, 0.0) >= PRUNE_EVERY_S:
+        _pruned_at[store] = time.time()
+        prune(store)
     tree: dict[str, str] = {}
     total = 0
     for path in workspace_files(workspace):
@@ -63,7 +75,9 @@ def take_snapshot(workspace: Path, store: Path = STORE) -> tuple[dict[str, str],
             digest = sha256_file(path)
             if size <= MAX_FILE_BYTES and total + size <= MAX_TOTAL_BYTES:
                 total += size
-                if not (store / digest[:2] / digest).is_file():  # stored once, for all steps
+                try:  # stored once, for all steps; its time says it is still in use
+                    os.utime(store / digest[:2] / digest)
+                except FileNotFoundError:
                     digest = _store(path, store)
         except FileNotFoundError:
             continue  # a parallel step's temporary file, renamed meanwhile
@@ -97,6 +111,20 @@ def changed_files(before: Mapping[str, str], now: Mapping[str, str]) -> dict[str
         elif before[rel] != now[rel]:
             found[rel] = "changed"
     return found
+
+
+def prune(store: Path = STORE, keep_s: float = KEEP_S) -> int:
+    """Remove blobs (and abandoned partial copies) untouched for ``keep_s``; how many went."""
+    if not store.is_dir():
+        return 0
+    cutoff = time.time() - keep_s
+    removed = 0
+    for path in [*store.glob("*/*"), *store.glob(".partial-*")]:
+        with contextlib.suppress(FileNotFoundError):  # another process pruned it meanwhile
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+                removed += 1
+    return removed
 
 
 def read_blob(digest: str, store: Path = STORE) -> bytes:
@@ -156,6 +184,7 @@ __all__ = [
     "changed_files",
     "current_tree",
     "materialize",
+    "prune",
     "read_blob",
     "sha256_file",
     "take_snapshot",

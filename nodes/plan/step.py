@@ -260,6 +260,7 @@ def _confinement(ctx: PlanContext, state: StepState) -> Confinement:
         manifest_env=ctx.manifest_env,
         allow_network=ctx.allow_network,
         allow_shell=ctx.allow_shell,
+        private_root=ctx.private_root,
     )
 
 

@@ -3,7 +3,9 @@ it stops, and the honest code next to each trick."""
 
 from __future__ import annotations
 
+import os
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ from veriloop.engines.plan import snapshot
 from veriloop.engines.plan.checks import run_checks, take_baseline
 from veriloop.engines.plan.critic import static_review
 from veriloop.engines.plan.executed import executed_files, unresolvable
-from veriloop.engines.plan.snapshot import SnapshotMissing, read_blob, take_snapshot
+from veriloop.engines.plan.snapshot import KEEP_S, SnapshotMissing, prune, read_blob, take_snapshot
 from veriloop.engines.plan.tamper import scan_file
 from veriloop.engines.plan.testrun import discover_test_command, run_tests
 from veriloop.llm.base import Structured
@@ -495,3 +497,20 @@ def test_a_file_a_parallel_step_renames_meanwhile_is_skipped(
     tree, _ = take_snapshot(tmp_path, tmp_path / "store")
     assert sorted(tree) == ["calc.py"]
     assert sorted(snapshot.current_tree(tmp_path)) == ["calc.py"]
+
+
+def test_blobs_nobody_used_for_a_week_are_pruned_and_used_ones_kept(tmp_path) -> None:
+    store, workspace = tmp_path / "store", tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "old.py").write_text("old = 1\n")
+    (workspace / "kept.py").write_text("kept = 1\n")
+    tree, _ = take_snapshot(workspace, store)
+    week_ago = time.time() - KEEP_S - 60
+    for rel in tree:
+        os.utime(store / tree[rel][:2] / tree[rel], (week_ago, week_ago))
+    (workspace / "old.py").unlink()
+    take_snapshot(workspace, store)  # a later step still has kept.py: its blob is in use again
+    assert prune(store) == 1
+    assert read_blob(tree["kept.py"], store) == b"kept = 1\n"
+    with pytest.raises(SnapshotMissing, match="gone"):
+        read_blob(tree["old.py"], store)

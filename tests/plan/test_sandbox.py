@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from veriloop.context import PlanContext
 from veriloop.engines.plan.execution import execute_step
 from veriloop.engines.plan.executors import run_shell_step
 from veriloop.engines.plan.sandbox import Confinement, ProcessRefused, bwrap_problem, step_env
 from veriloop.engines.plan.testrun import run_command, run_tests
+from veriloop.plans import PlanRunner, run_workspace
 from veriloop.schemas.manifest import CheckSpec, ManifestStep
 
 SANDBOXED = Confinement(sandbox="required")
@@ -27,6 +32,14 @@ def secrets(monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("VERILOOP_API_KEYS", f"{SECRET}:tenant")
     monkeypatch.setenv("VERILOOP_DATABASE_URL", f"postgresql://u:{SECRET}@db/x")
+
+
+@pytest.fixture
+def outside_tmp() -> Iterator[Path]:
+    """A folder outside /tmp (the sandbox's private /tmp would hide anything under it anyway)."""
+    folder = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
@@ -215,3 +228,33 @@ def test_the_environment_allowlist() -> None:
     inside = step_env(ws, confinement, sandboxed=True, environ=runner, extra={"X": "1"})
     assert inside["TMPDIR"] == "/tmp" and inside["X"] == "1" and "OPENAI_API_KEY" not in inside
     assert os.environ.get("PATH")  # the real PATH is untouched by the above
+
+
+@pytest.mark.anyio
+async def test_a_run_never_sees_another_runs_workspace(outside_tmp) -> None:
+    """The service gives each run its own folder; a sandboxed step sees only its own."""
+    base = outside_tmp
+    (base / "operator.txt").write_text("the operator's file\n")
+    runner = PlanRunner(
+        context=PlanContext(workspace=str(base), sandbox="required"), workspace_per_run=True
+    )
+    writer = {"steps": [{"id": "w", "command": "echo tenant-a-secret > a.txt"}]}
+    assert (await runner.arun(manifest=writer, run_id="a")).status == "completed"
+    assert (run_workspace(base, "a") / "a.txt").read_text() == "tenant-a-secret\n"
+
+    reader = {
+        "steps": [
+            {
+                "id": "r",
+                "command": f"echo mine > b.txt; cat b.txt; ls -a ..; cat {base}/operator.txt"
+                f" {run_workspace(base, 'a')}/a.txt ../*/a.txt; true",
+            }
+        ]
+    }
+    report = await runner.arun(manifest=reader, run_id="b")
+    output = report.steps["r"].output
+    assert report.steps["r"].status == "completed", report.steps["r"]
+    assert output["stdout"].splitlines()[0] == "mine"  # its own folder works
+    assert "tenant-a-secret" not in output["stdout"] and "operator" not in output["stdout"]
+    # Only the run's own folder exists in its view of the runs folder.
+    assert output["stdout"].split() == ["mine", ".", "..", run_workspace(base, "b").name]
