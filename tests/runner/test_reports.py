@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import lxml.html
 import pytest
 
-from veriloop.llm.endpoint import SCRIPTED_MODEL
+from veriloop.llm.endpoint import SCRIPTED_MODEL, ModelEndpoint
 from veriloop.llm.pricing import DEFAULT_PRICES
 from veriloop.llm.scripted import ScriptedModelServer
 from veriloop.runners.browser.client import ChromiumBrowser
+from veriloop.runners.browser.loop import RunResult, StepRecord, StepTimings
+from veriloop.runners.browser.report import write_report
 from veriloop.runners.demo.playbook import SCRIPTED_NOTES, DemoPlaybook
 from veriloop.runners.demo.run import ADD_PATIENT, SEARCH_PATIENT, run_demo
 from veriloop.runners.miniwob.harness import EvalConfig, run_miniwob
@@ -48,7 +51,7 @@ def test_a_scripted_demo_report_says_so_and_costs_nothing(
     assert banner < page.index("Run 1:")  # at the top, above the figures
     assert f"<code>{SCRIPTED_MODEL}</code>" in page and "$0.0000" in page
     assert "deliberate mistake" in page
-    assert f"{save['action']} &quot;Save&quot;" in page
+    assert f"{save['action']} &#34;Save&#34;" in page
 
 
 def test_a_demo_report_under_a_real_model_name_is_priced(
@@ -106,3 +109,38 @@ def test_eval_reports_name_the_model(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert f"Model: model {REAL_MODEL} on an OpenAI-compatible server" in markdown
     assert "Scripted run" not in markdown
     assert f"| cost (USD) | {real.summary.cost_usd:.4f} |" in markdown
+
+
+def test_what_a_page_or_model_wrote_is_shown_as_text(tmp_path: Path) -> None:
+    """Goals, URLs, thoughts, observations and errors come from pages and models: never markup."""
+    hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+    step = StepRecord(
+        index=0,
+        url=f"http://x.test/?q={hostile}",
+        action="click(3)",
+        thought=hostile,
+        status="executing",
+        verification={"success": False, "confidence": 0.4, "observations": [hostile]},
+        client_observations={"didDomMutate": True},
+        usage={"verification": {"input_tokens": 5, "output_tokens": 2}},
+        timings=StepTimings(),
+        execution_ok=False,
+        execution_error=hostile,
+        settled=False,
+        target=hostile,
+    )
+    run = RunResult(
+        goal=hostile, start_url="http://x.test/", status="failed", error=hostile, steps=[step]
+    )
+    model = ModelEndpoint(
+        model=hostile, endpoint="openai-compatible", base_url="http://127.0.0.1:1/v1"
+    )
+    page = write_report([run], tmp_path, model=model, notes={hostile: hostile}).read_text()
+
+    tree = lxml.html.fromstring(page)
+    assert (
+        tree.xpath("//script") == [] and tree.xpath("//img") == []
+    )  # no screenshot, no injected one
+    assert page.count("&lt;script&gt;") >= 8  # every field shown, as text
+    assert "previous action failed" in page and "DOM mutation yes" in page
+    assert "page still busy at the 5 s cap" in page and "verification 5+2" in page
