@@ -112,6 +112,16 @@ async function recover(tabId, summary) {
       message: "continued from the service's record",
     };
   });
+  // The same task paused under the tab it had before (a browser restart gives pages new tab ids,
+  // and a later tab may get the old id): it lives on here, so it leaves that tab's record.
+  for (const other of await allTabs()) {
+    if (other.tabId !== tabId && other.task?.taskId === summary.taskId) {
+      await updateTab(other.tabId, (record) => {
+        Object.assign(record.task, { state: "paused", message: `continued in tab ${tabId}` });
+        retire(record);
+      });
+    }
+  }
   drive(tabId);
   return {};
 }

@@ -354,12 +354,17 @@ def test_a_task_is_continued_after_a_browser_restart(
         panel = after.panel(tab_id)
         panel.wait_for_selector("#recover:not([hidden])", timeout=30000)
         assert panel.text_content("#recover-goal") == ADD_PATIENT
+        # The last session's task was paused before anything drove it on its stale tab id.
+        stale = after.record(old_tab_id)["task"]
+        assert stale["state"] == "paused" and "browser restarted" in stale["message"], stale
         panel.click("#recover-button")
         assert wait_final(panel) == "completed", after.record(tab_id)["task"]["message"]
         assert after.record(tab_id)["task"]["taskId"] == mid_task["taskId"]  # continued, not anew
         assert _jas_count(demo_app) == 1  # Save was clicked once across both browsers
-        # The last session's task was paused before anything drove it on its stale tab id.
-        stale = after.record(old_tab_id)["task"]
-        assert stale["state"] == "paused" and "browser restarted" in stale["message"], stale
+        # Continued here, it left the stale tab id (which a later tab may be given).
+        old_record = after.record(old_tab_id)
+        assert old_record["task"] is None, old_record
+        assert old_record["history"][0]["taskId"] == mid_task["taskId"]
+        assert old_record["history"][0]["message"] == f"continued in tab {tab_id}"
     finally:
         after.context.close()
