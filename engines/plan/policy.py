@@ -66,8 +66,10 @@ def next_batch(
     ready: list[str] = []
     blocked: dict[str, str] = {}
     for level in levels if levels is not None else dependency_levels(manifest):
+        untouched = True  # no step of this level has finished or is blocked
         for step_id in level:
             if status.get(step_id) in FINISHED_STATUSES:
+                untouched = False
                 continue
             deps = steps[step_id].depends_on
             failed = [
@@ -76,12 +78,18 @@ def next_batch(
                 if (status.get(dep) in _FAILED and not _skipped(results[dep])) or dep in blocked
             ]
             if failed:
+                untouched = False
                 blocked[step_id] = f"dependency {', '.join(failed)} did not complete"
             elif all(status.get(dep) in FINISHED_STATUSES for dep in deps):
                 ready.append(step_id)
                 if len(ready) == limit:
-                    # The rest waits for the next batch; steps it finds blocked then are named then.
-                    return Batch(ready=ready, blocked=blocked)
+                    break
+        if len(ready) == limit or untouched:
+            # Every later step depends on an unfinished one of this level (a step's level is one
+            # more than its deepest dependency's), so none is ready: a long chain's dispatch stops
+            # here. Steps it would find blocked are named by a later dispatch: the last one, which
+            # finds nothing ready, walks every level.
+            break
     return Batch(ready=ready, blocked=blocked)
 
 
