@@ -1,14 +1,9 @@
-"""``python -m benchmarks.plan_dispatch --quick`` runs end to end, and the schedules it compares the
-graph against are the right ones (figures are not asserted: timing lives in the benchmark)."""
+"""The schedules ``benchmarks.plan_dispatch`` compares the plan graph against are the right ones
+(its quick run is in test_smoke.py; figures are not asserted: timing lives in the benchmark)."""
 
 from __future__ import annotations
 
-import json
 import random
-import re
-import subprocess
-import sys
-from pathlib import Path
 
 from benchmarks.plan_dispatch import (
     Plan,
@@ -19,8 +14,6 @@ from benchmarks.plan_dispatch import (
     step,
 )
 from veriloop.engines.plan.policy import next_batch
-
-ROOT = Path(__file__).resolve().parents[2]
 
 # a (3 s) -> b (1 s) beside x (1 s) -> y (1 s) -> z (1 s).
 UNEVEN = Plan([step("a", 3), step("b", 1, "a"), step("x", 1), step("y", 1, "x"), step("z", 1, "y")])
@@ -59,27 +52,3 @@ def test_shapes_are_seeded_and_list_each_step_after_its_dependencies():
         for s in steps:
             assert set(s["depends_on"]) <= seen
             seen.add(s["id"])
-
-
-def test_quick_mode_prints_the_result_line_and_writes_the_plot(tmp_path):
-    out = tmp_path / "plan_dispatch.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.plan_dispatch", "--quick", "--repeats", "1"]
-        + ["--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    last = done.stdout.strip().splitlines()[-1]
-    number = r"[\d.]+"
-    keys = ("levels_over_ideal", "ready_over_ideal", "capacity_over_ideal", "speedup")
-    pattern = " ".join(f"{key}=({number})" for key in (*keys, "ready_utilisation"))
-    match = re.fullmatch(f"RESULT {pattern}", last)
-    assert match, last
-    # Nothing beats the lower bound, the simulated capacity schedule included.
-    assert float(match.group(3)) >= 1 and float(match.group(1)) > 1
-    rows = json.loads(out.read_text())
-    assert {row["shape"] for row in rows} == {"slow_chain", "straggler", "wide"}
-    assert out.with_suffix(".png").stat().st_size > 0
