@@ -1,11 +1,12 @@
 """Which steps may run next, and what a failed step does to the run.
 
-Readiness: steps run level by level (a step's level is one more than its deepest dependency).
-The next batch is the unfinished steps of the lowest level that still has any (the first ones,
-when the caller limits a batch's size). A step whose
-dependency failed or was blocked is blocked itself and never runs, unless the failed dependency's
-disposition is ``skip`` (its policy lets the run go on without it): then the step runs with that
-dependency's result missing (``None``).
+Readiness: a step is ready once every dependency has finished (a step's level is one more than
+its deepest dependency). The next batch is every ready step, lowest levels first and each level in
+manifest order (the first ones, when the caller limits a batch's size): the remainder of a wide
+level split over batches shares a batch with the next level's steps whose dependencies are done.
+A step whose dependency failed or was blocked is blocked itself and never runs, unless the failed
+dependency's disposition is ``skip`` (its policy lets the run go on without it): then the step
+runs with that dependency's result missing (``None``).
 
 Failure policy (seed 003's matrix; ``critical`` decides what an exhausted step does). A step's
 status always says what happened to it (``failed``, ``test_failed``); what the run did about it is
@@ -57,28 +58,39 @@ def next_batch(
     levels: Sequence[Sequence[str]] | None = None,
     limit: int | None = None,
 ) -> Batch:
-    """The runnable unfinished steps of the lowest level that has any (the first ``limit`` of
-    them); blocked steps are named. ``levels``: the manifest's :func:`dependency_levels`, when
-    the caller keeps them."""
+    """Every unfinished step whose dependencies have all finished, lowest levels first (the first
+    ``limit`` of them); blocked steps are named. ``levels``: the manifest's
+    :func:`dependency_levels`, when the caller keeps them."""
     status = {step_id: result.get("status") for step_id, result in results.items()}
+    steps = {step.id: step for step in manifest.steps}
+    ready: list[str] = []
     blocked: dict[str, str] = {}
     for level in levels if levels is not None else dependency_levels(manifest):
-        ready = []
+        untouched = True  # no step of this level has finished or is blocked
         for step_id in level:
             if status.get(step_id) in FINISHED_STATUSES:
+                untouched = False
                 continue
+            deps = steps[step_id].depends_on
             failed = [
                 dep
-                for dep in manifest.step(step_id).depends_on
+                for dep in deps
                 if (status.get(dep) in _FAILED and not _skipped(results[dep])) or dep in blocked
             ]
             if failed:
+                untouched = False
                 blocked[step_id] = f"dependency {', '.join(failed)} did not complete"
-                continue
-            ready.append(step_id)
-        if ready:
-            return Batch(ready=ready[:limit], blocked=blocked)
-    return Batch(ready=[], blocked=blocked)
+            elif all(status.get(dep) in FINISHED_STATUSES for dep in deps):
+                ready.append(step_id)
+                if len(ready) == limit:
+                    break
+        if len(ready) == limit or untouched:
+            # Every later step depends on an unfinished one of this level (a step's level is one
+            # more than its deepest dependency's), so none is ready: a long chain's dispatch stops
+            # here. Steps it would find blocked are named by a later dispatch: the last one, which
+            # finds nothing ready, walks every level.
+            break
+    return Batch(ready=ready, blocked=blocked)
 
 
 def _skipped(result: Mapping[str, Any]) -> bool:

@@ -1,5 +1,5 @@
-"""dispatch node: find the next batch (the ready steps of the lowest unfinished level); mark
-steps that can never run as blocked. The router sends one ``Send`` per ready step."""
+"""dispatch node: find the next batch (every step whose dependencies finished, lowest levels
+first); mark steps that can never run as blocked. The router sends one ``Send`` per ready step."""
 
 from __future__ import annotations
 

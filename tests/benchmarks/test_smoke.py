@@ -30,6 +30,7 @@ BENCHMARKS = [
     ("no_change_detection", ["--tasks", "click-button", "--episodes", "1"]),
     ("corrective_prompt_growth", []),
     ("plan_parallelism", ["--repeats", "1", "--out", "{tmp}/out.json"]),
+    ("plan_dispatch", ["--quick", "--repeats", "1", "--out", "{tmp}/out.json"]),
     ("plan_false_completions", ["--only", "control_good_code", "--out", "{tmp}/out.json"]),
     ("service_overhead", ["--steps-per-task", "2", "--tasks-1c", "1", "--clients", "2"]),
     ("service_concurrency", ["--quick"]),

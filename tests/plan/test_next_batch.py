@@ -1,0 +1,69 @@
+"""Which steps the next batch holds (``engines.plan.policy.next_batch``): every step whose
+dependencies finished, lowest levels first, blocked steps named, without LangGraph."""
+
+from __future__ import annotations
+
+from plan_testkit import manifest, py_step
+
+from veriloop.engines.plan.manifest import load_manifest
+from veriloop.engines.plan.policy import next_batch
+from veriloop.schemas.manifest import Manifest
+
+
+def plan(*steps: dict) -> Manifest:
+    return load_manifest(manifest(*steps), tools={"ok": lambda input=None: input})
+
+
+def done(*step_ids: str, status: str = "completed", **fields) -> dict[str, dict]:
+    return {step_id: {"status": status, **fields} for step_id in step_ids}
+
+
+# a -> b -> c and x -> y: two chains, levels [a, x], [b, y], [c].
+CHAINS = plan(
+    py_step("a"),
+    py_step("b", depends_on=["a"]),
+    py_step("c", depends_on=["b"]),
+    py_step("x"),
+    py_step("y", depends_on=["x"]),
+)
+
+
+def test_a_step_is_ready_once_its_own_dependencies_finished_whatever_its_level():
+    # x's chain ran ahead: y's dependency is done although a (its level-mate) is not.
+    assert next_batch(CHAINS, done("x")).ready == ["a", "y"]
+    assert next_batch(CHAINS, done("a", "x")).ready == ["b", "y"]
+    # c (level 2) runs beside y (level 1), lower level first: y's level need not empty first.
+    assert next_batch(CHAINS, done("a", "b", "x")).ready == ["y", "c"]
+    assert next_batch(CHAINS, done("a", "b", "c", "x", "y")).ready == []
+
+
+def test_a_limited_batch_takes_the_lowest_levels_first():
+    # A wide level split over batches: its remainder goes first, then the next level's ready steps.
+    wide = plan(
+        *(py_step(f"p{i}") for i in range(5)),
+        *(py_step(f"d{i}", depends_on=[f"p{i}"]) for i in range(5)),
+    )
+    first = next_batch(wide, {}, limit=3)
+    assert first.ready == ["p0", "p1", "p2"]
+    second = next_batch(wide, done(*first.ready), limit=3)
+    assert second.ready == ["p3", "p4", "d0"]
+    third = next_batch(wide, done(*first.ready, *second.ready), limit=3)
+    assert third.ready == ["d1", "d2", "d3"]
+
+
+def test_a_failed_dependency_blocks_its_downstream_and_a_skipped_one_does_not():
+    failed = {**done("x"), **done("a", status="failed")}
+    batch = next_batch(CHAINS, failed)
+    # b and c are blocked in one pass (c through b, found blocked on the way); y still runs.
+    assert batch.ready == ["y"]
+    assert batch.blocked == {
+        "b": "dependency a did not complete",
+        "c": "dependency b did not complete",
+    }
+    skipped = {**done("x"), **done("a", status="failed", disposition="skip")}
+    assert next_batch(CHAINS, skipped) == next_batch(CHAINS, done("a", "x"))
+
+
+def test_a_step_waiting_on_an_unfinished_dependency_is_neither_ready_nor_blocked():
+    batch = next_batch(CHAINS, done("a"))
+    assert batch.ready == ["x", "b"] and batch.blocked == {}
