@@ -14,7 +14,8 @@ there, so they are written once.
 """
 
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport strcmp
+from cpython.pyport cimport PY_SSIZE_T_MAX
+from libc.string cimport memchr, strcmp
 
 cimport lxml.includes.etreepublic as cetree
 from lxml.includes cimport tree
@@ -465,3 +466,119 @@ def page_marks(cetree._Element root, bytes number_attr, bytes hidden_attr):
             node = _next_element(node, top)
         top = _element_from(top.next)
     return numbers, hidden
+
+
+# --- the bounded-markup scan (see markup_guard) -------------------------------------------------
+# Start tags and their attributes as ``markup_guard`` defines them: its grammar, read byte by byte.
+# Every quantifier there is possessive and its alternatives start with different characters, so a
+# single forward reading finds what the regular expressions found.
+
+cdef inline bint _space(unsigned char c):
+    return c == 0x20 or 0x09 <= c <= 0x0D  # a bytes pattern's \s
+
+
+cdef inline bint _letter(unsigned char c):
+    return 0x61 <= (c | 0x20) <= 0x7A
+
+
+cdef inline bint _word_end(unsigned char c):
+    """Ends ``[^\\s/><]*``: a stray character's run."""
+    return _space(c) or c == 0x2F or c == 0x3E or c == 0x3C
+
+
+cdef Py_ssize_t _tag_name_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t i):
+    """The end of ``<[/!?]?[A-Za-z][^\\s<>/]*`` at ``i`` (a '<'), or -1."""
+    i += 1
+    if i < n and (s[i] == 0x2F or s[i] == 0x21 or s[i] == 0x3F):
+        i += 1
+    if i >= n or not _letter(s[i]):
+        return -1
+    i += 1
+    while i < n and not _word_end(s[i]):
+        i += 1
+    return i
+
+
+cdef Py_ssize_t _attribute_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t i):
+    """The end of the attribute read from ``i`` (separators first), or -1 where none starts."""
+    cdef Py_ssize_t j
+    cdef unsigned char c
+    cdef const unsigned char* quote
+    while i < n and (_space(s[i]) or s[i] == 0x2F):
+        i += 1
+    if i >= n or s[i] == 0x3E:
+        return -1
+    c = s[i]
+    if c == 0x22 or c == 0x27 or c == 0x3D or c == 0x3C:  # a stray quote, '=' or '<'
+        if c == 0x3C:  # ... unless it opens a tag name
+            j = i + 1
+            if j < n and (s[j] == 0x2F or s[j] == 0x21 or s[j] == 0x3F):
+                j += 1
+            if j < n and _letter(s[j]):
+                return -1
+        i += 1
+        while i < n and not _word_end(s[i]):
+            i += 1
+        return i
+    # A name, then maybe ``= value``: quoted when its quote closes, else bare.
+    i += 1
+    while i < n and not (_word_end(s[i]) or s[i] == 0x3D or s[i] == 0x22 or s[i] == 0x27):
+        i += 1
+    j = i
+    while j < n and _space(s[j]):
+        j += 1
+    if j >= n or s[j] != 0x3D:
+        return i
+    j += 1
+    while j < n and _space(s[j]):
+        j += 1
+    if j < n and (s[j] == 0x22 or s[j] == 0x27):
+        quote = <const unsigned char*>memchr(s + j + 1, s[j], n - j - 1)
+        if quote is not NULL:
+            return quote - s + 1
+    while j < n and not (_space(s[j]) or s[j] == 0x3E):
+        j += 1
+    return j
+
+
+cdef Py_ssize_t _attributes_end(
+    const unsigned char* s, Py_ssize_t n, Py_ssize_t i, Py_ssize_t limit, Py_ssize_t* count
+):
+    """The end of at most ``limit`` attributes read from ``i``; ``count``: how many."""
+    cdef Py_ssize_t end
+    count[0] = 0
+    while count[0] < limit:
+        end = _attribute_end(s, n, i)
+        if end < 0:
+            break
+        i = end
+        count[0] += 1
+    return i
+
+
+def crowded_tag(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t limit):
+    """Where the first start tag at or after ``start`` with more than ``limit`` attributes
+    begins (-1: none)."""
+    cdef const unsigned char* s = &data[0] if data.shape[0] else NULL
+    cdef Py_ssize_t n = data.shape[0], i = start, end, count
+    cdef const unsigned char* found
+    while i < n:
+        found = <const unsigned char*>memchr(s + i, 0x3C, n - i)
+        if found is NULL:
+            return -1
+        i = found - s
+        end = _tag_name_end(s, n, i)
+        if end >= 0:
+            _attributes_end(s, n, end, limit + 1, &count)
+            if count > limit:
+                return i
+        i += 1
+    return -1
+
+
+def attribute_ends(const unsigned char[::1] data, Py_ssize_t at, Py_ssize_t limit):
+    """``(end of its first limit attributes, end of all of them)`` of the start tag at ``at``."""
+    cdef const unsigned char* s = &data[0]
+    cdef Py_ssize_t n = data.shape[0], count
+    cdef Py_ssize_t cut = _attributes_end(s, n, _tag_name_end(s, n, at), limit, &count)
+    return cut, _attributes_end(s, n, cut, PY_SSIZE_T_MAX, &count)
