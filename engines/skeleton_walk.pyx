@@ -571,6 +571,28 @@ cdef object _squash_text(xmlNode* node):
         free(out)
 
 
+cdef int _squash_node_text(xmlNode* node, bint tail, squash) except -1:
+    """Squash ``node``'s text (or its tail) in place. Text needs no Python but in rare cases:
+    blank text goes, plain ASCII text stays as it is, other text is squashed from its bytes."""
+    cdef xmlNode* first = node.next if tail else node.children
+    cdef TextKind kind = _text_kind(first)
+    if kind == NO_TEXT or kind == PLAIN:
+        return 0
+    squashed = None if kind == BLANK else _squash_text(first)
+    if squashed is NotImplemented:
+        text = cetree.tailOf(node) if tail else cetree.textOf(node)
+        squashed = squash(text)
+        if squashed == text:
+            return 0
+    if squashed is _UNCHANGED:
+        return 0
+    if tail:
+        cetree.setTailText(node, squashed)
+    else:
+        cetree.setNodeText(node, squashed)
+    return 0
+
+
 def compact_tree(cetree._Element root, tuple kept, squash):
     """In place, for the prompts' compact page: every element of ``root`` keeps only the
     attributes named in ``kept`` (bytes), a value that needs it squashed, and its text and tail
@@ -581,7 +603,6 @@ def compact_tree(cetree._Element root, tuple kept, squash):
     cdef xmlAttr* following
     cdef Py_ssize_t i, count = len(kept)
     cdef bint keep
-    cdef TextKind kind
     while node is not NULL:
         attr = node.properties
         while attr is not NULL:
@@ -601,32 +622,8 @@ def compact_tree(cetree._Element root, tuple kept, squash):
                 name = cetree.pyunicode(attr.name)
                 cetree.setAttributeValue(cetree.elementFactory(root._doc, node), name, value)
             attr = following
-        # Text needs no Python but in rare cases: blank text goes, plain ASCII text stays as it
-        # is, other text is squashed from its bytes.
-        kind = _text_kind(node.children)
-        if kind == BLANK:
-            cetree.setNodeText(node, None)
-        elif kind == OTHER:
-            squashed = _squash_text(node.children)
-            if squashed is NotImplemented:
-                text = cetree.textOf(node)
-                squashed = squash(text)
-                if squashed == text:
-                    squashed = _UNCHANGED
-            if squashed is not _UNCHANGED:
-                cetree.setNodeText(node, squashed)
-        kind = _text_kind(node.next)
-        if kind == BLANK:
-            cetree.setTailText(node, None)
-        elif kind == OTHER:
-            squashed = _squash_text(node.next)
-            if squashed is NotImplemented:
-                tail = cetree.tailOf(node)
-                squashed = squash(tail)
-                if squashed == tail:
-                    squashed = _UNCHANGED
-            if squashed is not _UNCHANGED:
-                cetree.setTailText(node, squashed)
+        _squash_node_text(node, False, squash)
+        _squash_node_text(node, True, squash)
         node = _next_element(node, top)
 
 
