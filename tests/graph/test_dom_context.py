@@ -216,7 +216,7 @@ def test_each_step_of_a_task_parses_its_page_once_after_the_first(
     assert len(parses) == 1, parses
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(
     st.lists(
         st.sampled_from(
