@@ -42,10 +42,12 @@ CLIENT_URL_UNCHANGED = "The browser client reported no URL change"
 
 
 def _hash(data: bytes) -> str:
-    # An identity, not a seal: it is only ever compared with another page's hash, never trusted
-    # to prove what a page held (a page author can make any page; nothing signs or checks it).
-    # So a fast non-cryptographic 128-bit hash does: XXH3 reads a page in a fraction of SHA-256's
-    # time, and 128 bits keep accidental collisions out of reach at any number of pages.
+    # An identity, not a seal: it is only compared with the previous page's hash (and stands in a
+    # fingerprint when there is no skeleton), never trusted to prove what a page held. So a fast
+    # non-cryptographic 128-bit hash does: XXH3 reads a page in a fraction of SHA-256's time, and
+    # 128 bits keep accidental collisions out of reach. A page crafted to collide could at worst
+    # make a change look like none where there is no skeleton: a failed verification (or a
+    # repeat), never a success.
     return xxhash.xxh3_128_hexdigest(normalized_bytes(data))
 
 
