@@ -28,7 +28,7 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -387,9 +387,9 @@ def unmarked(html_root) -> str:
     return lxml.html.tostring(html_root, encoding="unicode")
 
 
-def run_page(path: Path, per_class: int, seed: int) -> list[Case]:
+def transitions(path: Path, per_class: int, seed: int) -> Iterator[tuple[str, bool, str, str]]:
+    """``(class, truth, page before, page after)`` for each change of each class on one page."""
     data = to_utf8(path.read_bytes())
-    cases = []
     for truth, mutations in ((True, VISIBLE), (False, NOISE)):
         for name, mutation in mutations.items():
             for n in range(per_class):
@@ -402,19 +402,16 @@ def run_page(path: Path, per_class: int, seed: int) -> list[Case]:
                     continue
                 before = lxml.html.tostring(root, encoding="unicode")
                 change()
-                after = unmarked(root)
-                result = build_observation_list(
-                    capture_page_state(PAGE_URL, before), after, PAGE_URL
-                )
-                cases.append(
-                    Case(
-                        path.name,
-                        name,
-                        truth,
-                        result.meaningful_content_change,
-                        result.observations,
-                    )
-                )
+                yield name, truth, before, unmarked(root)
+
+
+def run_page(path: Path, per_class: int, seed: int) -> list[Case]:
+    cases = []
+    for name, truth, before, after in transitions(path, per_class, seed):
+        result = build_observation_list(capture_page_state(PAGE_URL, before), after, PAGE_URL)
+        cases.append(
+            Case(path.name, name, truth, result.meaningful_content_change, result.observations)
+        )
     return cases
 
 

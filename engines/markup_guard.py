@@ -7,7 +7,7 @@ hundreds of attributes on one element, so :func:`bound_markup` keeps the first
 :data:`MAX_ATTRIBUTES` of any start tag that has more (plus the snapshot
 script's attributes, wherever they are: the element id, hidden flag and live state) and drops the rest,
 before lxml sees the page. Everything else passes through unchanged, and a
-page without such a tag is returned as it is after one regex scan.
+page without such a tag is returned as it is after one compiled scan.
 
 Other pathological shapes are already bounded by libxml2 itself: nesting
 deeper than 2048 elements is cut off by the parser (the deeper content is
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from veriloop.engines import skeleton_walk
 from veriloop.schemas.page_contract import ELEMENT_ID_ATTR, HIDDEN_ATTR, LIVE_STATE_ATTRS
 
 MAX_ATTRIBUTES = 256
@@ -28,43 +29,37 @@ MAX_ATTRIBUTES = 256
 # ``= value`` (quoted, or bare up to whitespace or '>'), or a stray quote, '=' or '<' (libxml2
 # skips them and goes on reading attributes; only a value after '=' can be quoted). Every
 # character but '>' and a '<' that opens a tag name belongs to some attribute: a scan ends where
-# libxml2 ends the tag, or where the next search can start. Possessive quantifiers never retry
-# by splitting a name or dropping a value, so each scan is linear.
-_ATTRIBUTE = (
-    rb"""(?:[\s/]*+(?:[^\s/>="'<]++(?:\s*+=\s*+(?:"[^"]*+"|'[^']*+'|[^\s>]*+))?+"""
-    rb"""|["'=][^\s/><]*+|<(?![/!?]?[A-Za-z])[^\s/><]*+))"""
-)
-_TAG_NAME = re.compile(rb"<[/!?]?[A-Za-z][^\s<>/]*+")
-# A start tag with more than MAX_ATTRIBUTES attributes, and the end of its first MAX_ATTRIBUTES.
-_CROWDED = re.compile(_TAG_NAME.pattern + rb"(?:" + _ATTRIBUTE + rb"){%d}" % (MAX_ATTRIBUTES + 1))
-_FIRST = re.compile(rb"(?:" + _ATTRIBUTE + rb"){%d}" % MAX_ATTRIBUTES)
-_ALL = re.compile(rb"(?:" + _ATTRIBUTE + rb")*+")
+# libxml2 ends the tag, or where the next search can start. A tag starts at ``<[/!?]?[A-Za-z]``,
+# its name runs to whitespace, '<', '>' or '/'. The compiled walk reads this grammar
+# (:func:`~veriloop.engines.skeleton_walk.crowded_tag`): every page passes through that scan, and
+# as a regular expression it cost a third of a parse.
+
 # The snapshot script's attributes, searched for past the cut (it appends them, so they come last).
 _CONTRACT = tuple(a.encode() for a in (ELEMENT_ID_ATTR, HIDDEN_ATTR, *LIVE_STATE_ATTRS))
 # Text that is not markup: a "tag" found inside it is script text such as ``a<b ...``, never cut
 # (cutting could drop the ``</script>`` or ``-->`` that ends it).
 _RAW_TEXT = ((b"<!--", b"-->"), (b"<script", b"</script"), (b"<style", b"</style"))
 _VALUE = re.compile(rb"""\s*+=\s*+(?:"[^"]*+"|'[^']*+'|[^\s>]*+)""")
+"""An attribute's ``= value``, as the grammar above reads it."""
 
 
 def bound_markup(data: bytes) -> bytes:
     """``data`` with every start tag cut to :data:`MAX_ATTRIBUTES` attributes (unchanged when none has more)."""
-    match = _CROWDED.search(data)
-    if match is None:
+    at = skeleton_walk.crowded_tag(data, 0, MAX_ATTRIBUTES)
+    if at < 0:
         return data
     parts: list[bytes] = []
     done = 0
     lowered = data.lower()
-    while match is not None:
-        raw_end = _raw_text_end(lowered, match.start())
+    while at >= 0:
+        raw_end = _raw_text_end(lowered, at)
         if raw_end is not None:
-            match = _CROWDED.search(data, raw_end)
+            at = skeleton_walk.crowded_tag(data, raw_end, MAX_ATTRIBUTES)
             continue
-        cut = _FIRST.match(data, _TAG_NAME.match(data, match.start()).end()).end()
-        end = _ALL.match(data, cut).end()
+        cut, end = skeleton_walk.attribute_ends(data, at, MAX_ATTRIBUTES)
         parts += [data[done:cut], *_contract_attributes(data, cut, end)]
         done = end
-        match = _CROWDED.search(data, end)
+        at = skeleton_walk.crowded_tag(data, end, MAX_ATTRIBUTES)
     parts.append(data[done:])
     return b"".join(parts)
 

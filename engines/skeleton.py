@@ -233,16 +233,18 @@ def parse_html(html: str | bytes | None) -> etree._Element | None:
 # candidates, messages, marks and page text.
 
 _LABELS = ("aria-label", "title", "placeholder", "alt")
+"""The attributes that can name an interactive element without text, most telling first."""
 
-# What each attribute of an interactive element means for its descriptor.
-_KEEP, _FLAG, _ARIA_FLAG, _KEY, _ID, _NAME, _TYPE, _LABEL = range(8)
+# What each attribute of an interactive element means for its descriptor: kept (cut to
+# ``_KEEP_CHARS``), a flag, an ARIA flag (``_ARIA_FLAG_FIELD``), its key (number, id, name), its
+# input type, a label. The compiled walk builds the descriptors from these tables.
 _ATTR_KIND = {
-    "value": _KEEP, "href": _KEEP, "aria-expanded": _KEEP, "aria-selected": _KEEP, "role": _KEEP,
-    "aria-invalid": _KEEP, "aria-current": _KEEP,
-    "checked": _FLAG, "selected": _FLAG, "disabled": _FLAG,
-    "aria-checked": _ARIA_FLAG, "aria-disabled": _ARIA_FLAG,
-    ELEMENT_ID_ATTR: _KEY, "id": _ID, "name": _NAME, "type": _TYPE,
-    **dict.fromkeys(_LABELS, _LABEL),
+    "value": "keep", "href": "keep", "aria-expanded": "keep", "aria-selected": "keep",
+    "role": "keep", "aria-invalid": "keep", "aria-current": "keep",
+    "checked": "flag", "selected": "flag", "disabled": "flag",
+    "aria-checked": "aria_flag", "aria-disabled": "aria_flag",
+    ELEMENT_ID_ATTR: "key", "id": "id", "name": "name", "type": "type",
+    **dict.fromkeys(_LABELS, "label"),
 }  # fmt: skip
 _ARIA_FLAG_FIELD = {"aria-checked": "checked", "aria-disabled": "disabled"}
 _KEEP_CHARS = {
@@ -254,78 +256,6 @@ _KEEP_CHARS = {
     "aria-current": 20,
     "role": 40,
 }
-
-
-def _element(
-    el: etree._Element, tag: str, items: list[tuple[str, str]]
-) -> tuple[str | None, dict[str, Any]] | None:
-    """(key or None, descriptor) of an interactive element (``items``: its attributes); None for
-    ``input type=hidden``."""
-    desc: dict[str, Any] = {"tag": tag}
-    key = el_id = name = label = None
-    # One pass over the element's own attributes (usually 1-4) is cheaper than a lookup per field.
-    for attr, value in items:
-        kind = _ATTR_KIND.get(attr)
-        if kind is None:
-            continue
-        if kind == _KEEP:
-            value = value.strip()
-            if value:
-                desc[attr] = value[: _KEEP_CHARS[attr]]
-        elif kind == _FLAG:
-            desc[attr] = True
-        elif kind == _ARIA_FLAG:
-            if value == "true":
-                desc[_ARIA_FLAG_FIELD[attr]] = True
-        elif kind == _KEY:
-            key = value
-        elif kind == _ID:
-            el_id = value
-        elif kind == _NAME:
-            name = value
-        elif kind == _TYPE:
-            if tag == "input":
-                desc["type"] = value.strip().lower()
-        elif label is None or _LABELS.index(attr) < _LABELS.index(label[0]):
-            label = (attr, value)
-    if tag == "input":
-        if desc.setdefault("type", "text") == "hidden":
-            return None
-    elif tag == "select":
-        _describe_select(el, desc)
-    else:
-        text = skeleton_walk.element_text(el, TEXT_CHARS)
-        if text:
-            desc["text"] = text
-    if label is not None and "text" not in desc:
-        desc["label"] = " ".join(label[1].split())[:TEXT_CHARS]
-    return key or el_id or name, desc
-
-
-def _describe_select(el: etree._Element, desc: dict[str, Any]) -> None:
-    """A select shows its selected option: that option's text, and its value unless the snapshot wrote one."""
-    option = _shown_option(el)
-    if option is None:
-        return
-    text = skeleton_walk.element_text(option, TEXT_CHARS)
-    if text:
-        desc["text"] = text
-    if "value" not in desc:
-        value = (option.get("value") or text)[:VALUE_CHARS]
-        if value:
-            desc["value"] = value
-
-
-def _shown_option(select: etree._Element) -> etree._Element | None:
-    """The first option marked selected, else the first option (what a browser shows)."""
-    # A loop, not XPath: libxml2 evaluates ``(.//option[@selected])[1]`` slowly on long lists.
-    first = None
-    for option in select.iter("option"):
-        if option.get("selected") is not None:
-            return option
-        if first is None:
-            first = option
-    return first
 
 
 def _unique(key: str, taken: dict) -> str:
@@ -465,6 +395,12 @@ _RULES = skeleton_walk.Rules(
     hiding_style=_HIDING_STYLE,
     max_blocks=MAX_BLOCKS,
     background_text=BACKGROUND_TEXT,
+    attribute_kinds=_ATTR_KIND,
+    kept_chars=_KEEP_CHARS,
+    aria_flags=_ARIA_FLAG_FIELD,
+    labels=_LABELS,
+    text_chars=TEXT_CHARS,
+    value_chars=VALUE_CHARS,
 )
 """What the walk looks for. An element is hidden by ``hidden``, ``aria-hidden="true"``, the
 snapshot's hidden flag, a hiding style, or being ``noscript``/``template`` (its subtree with it).
@@ -485,19 +421,9 @@ def skeleton_from_tree(root: etree._Element | None) -> dict:
     keys: dict[etree._Element, str] = {}
     unkeyed: Counter[str] = Counter()
     # Interactive tags, then the elements kept for a role, a number or aria-expanded alone.
-    candidates = chain(
-        ((el, items, True) for el, items in walk.tagged),
-        ((el, el.items(), interactive) for el, interactive in walk.extra),
-    )
-    for el, items, interactive in candidates:
-        tag = el.tag
-        found = _element(el, tag, items)
-        if found is None:
-            continue
-        key, desc = found
-        if not interactive:
-            desc.pop("text", None)  # a container's text is page content, its state is its own
+    for el, key, desc in chain(walk.tagged, walk.extra):
         if not key:
+            tag = desc["tag"]
             key = f"{tag}[{unkeyed[tag]}]"
             unkeyed[tag] += 1
         if key in elements:
@@ -850,9 +776,11 @@ def page_identity(skeleton: dict) -> str:
     background mark covers, digits of page text, the marks themselves and the scroll position."""
     elements = skeleton.get("elements")
     if isinstance(elements, dict):
+        # Most elements have no mark: they stand as they are (copying every one was a third of
+        # the fingerprint's time).
         elements = {
             key: _without_fields(desc, _ignored_fields(key, desc, desc, None))
-            if isinstance(desc, dict)
+            if isinstance(desc, dict) and BACKGROUND_FIELD in desc
             else desc
             for key, desc in elements.items()
         }

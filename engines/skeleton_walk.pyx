@@ -14,7 +14,8 @@ there, so they are written once.
 """
 
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport strcmp
+from cpython.pyport cimport PY_SSIZE_T_MAX
+from libc.string cimport memchr, memcmp, strcmp, strlen
 
 cimport lxml.includes.etreepublic as cetree
 from lxml.includes cimport tree
@@ -60,11 +61,15 @@ cdef class Rules:
     cdef object hiding_style
     cdef Py_ssize_t max_blocks
     cdef str background_text
+    cdef dict attribute_kinds, kept_chars, aria_flags
+    cdef tuple labels
+    cdef Py_ssize_t text_chars, value_chars
 
     def __init__(
         self, *, interactive_tags, inline_tags, not_content, heading_tags, hidden_tags,
         interactive_roles, alert_roles, alert_classes, number_attr, hidden_attr, mark_attr,
         reference_attrs, hiding_style, max_blocks, background_text,
+        attribute_kinds, kept_chars, aria_flags, labels, text_chars, value_chars,
     ):
         self.interactive_tags = frozenset(interactive_tags)
         self.inline_tags = frozenset(inline_tags)
@@ -81,6 +86,12 @@ cdef class Rules:
         self.hiding_style = hiding_style
         self.max_blocks = max_blocks
         self.background_text = background_text
+        self.attribute_kinds = dict(attribute_kinds)
+        self.kept_chars = dict(kept_chars)
+        self.aria_flags = dict(aria_flags)
+        self.labels = tuple(labels)
+        self.text_chars = text_chars
+        self.value_chars = value_chars
 
 
 cdef class Walk:
@@ -89,10 +100,10 @@ cdef class Walk:
     cdef public set hidden
     """Hidden elements inside shown message regions (the only place the skeleton asks)."""
     cdef public list tagged
-    """Shown elements with an interactive tag, with their attributes: ``(element, items)``."""
+    """Shown elements with an interactive tag: ``(element, key or None, descriptor)``."""
     cdef public list extra
-    """Other shown elements the skeleton keeps: ``(element, interactive)``; False for a container
-    whose ``aria-expanded`` is its only state."""
+    """Other shown elements the skeleton keeps (a role, a number, ``aria-expanded`` alone), the
+    same way; a container whose ``aria-expanded`` is its only state has no text."""
     cdef public list messages
     """Shown message regions by convention, then shown elements a field names, in page order."""
     cdef public list marked
@@ -106,13 +117,22 @@ cdef class Walk:
     cdef list _referenced  # shown elements a field names: messages after the conventional ones
     cdef dict _parts  # node address -> the text parts of its block
     cdef dict _alert_class  # class value -> is it a message's (values repeat a lot on a page)
+    cdef dict _tags  # name address (libxml2 interns names) -> the tag as a str
     cdef cetree._Document _doc
     cdef Rules _rules
 
     def __cinit__(self):
         self.hidden, self.tagged, self.extra, self.messages = set(), [], [], []
         self.marked, self.ticking, self.blocks, self.truncated = [], set(), [], False
-        self._referenced, self._parts, self._alert_class = [], {}, {}
+        self._referenced, self._parts, self._alert_class, self._tags = [], {}, {}, {}
+
+    cdef str tag(self, xmlNode* node):
+        if node.ns is not NULL:
+            return cetree.namespacedName(node)
+        tag = self._tags.get(<size_t>node.name)
+        if tag is None:
+            tag = self._tags[<size_t>node.name] = cetree.namespacedName(node)
+        return <str>tag
 
     cdef object proxy(self, xmlNode* node):
         return cetree.elementFactory(self._doc, node)
@@ -133,7 +153,7 @@ cdef class Walk:
         return 0
 
     cdef bint is_heading(self, xmlNode* node):
-        if cetree.namespacedName(node) in self._rules.heading_tags:
+        if self.tag(node) in self._rules.heading_tags:
             return True
         return cetree.attributeValueFromNsName(node, NULL, <const unsigned char*>b"role") == "heading"
 
@@ -207,7 +227,7 @@ cdef Frame _visit(Walk result, Rules rules, references, xmlNode* node, Frame* pa
     frame.node = node
     frame.outer = NULL
     frame.in_message = parent.in_message
-    tag = cetree.namespacedName(node)
+    tag = result.tag(node)
     cdef bint hides = tag in rules.hidden_tags
     cdef bint message = False, named = False, skip = False, tick = False
     cdef bint interactive = False, expandable = False, marked = False
@@ -265,10 +285,14 @@ cdef Frame _visit(Walk result, Rules rules, references, xmlNode* node, Frame* pa
     if shown:
         if tag in rules.interactive_tags:
             element = result.proxy(node)
-            result.tagged.append((element, element.items()))
+            described = _describe(rules, node, tag, True)
+            if described is not None:
+                result.tagged.append((element, *described))
         elif interactive or expandable:
             element = result.proxy(node)
-            result.extra.append((element, interactive))
+            described = _describe(rules, node, tag, interactive)
+            if described is not None:
+                result.extra.append((element, *described))
     elif parent.in_message:
         result.hidden.add(result.proxy(node))
     if marked or tick:
@@ -315,11 +339,10 @@ cdef inline bint _is_script(xmlNode* node):
     )
 
 
-def element_text(cetree._Element element, Py_ssize_t limit):
+cdef str _element_text(xmlNode* top, Py_ssize_t limit):
     """The text an element shows (script and style text is not shown), whitespace collapsed, at
     most ``limit`` characters; only its first ``40 * limit`` characters are read, so a huge
     contenteditable costs no more than a button."""
-    cdef xmlNode* top = element._c_node
     if _is_script(top):
         return ""
     cdef Py_ssize_t budget = 40 * limit, have = 0
@@ -338,6 +361,89 @@ def element_text(cetree._Element element, Py_ssize_t limit):
             node = node.parent
         node = NULL if node is top else node.next
     return " ".join("".join(pieces)[:budget].split())[:limit]
+
+
+cdef tuple _describe(Rules rules, xmlNode* node, str tag, bint interactive):
+    """``(key or None, descriptor)`` of a kept element (``interactive``: False for a container kept
+    for its ``aria-expanded`` alone, whose text is page content); None for ``input type=hidden``.
+    One pass over the element's own attributes (usually 1-4)."""
+    desc = {"tag": tag}
+    key = el_id = name = label = None
+    cdef Py_ssize_t label_rank = 0, rank
+    cdef xmlAttr* attr = node.properties
+    while attr is not NULL:
+        if attr.ns is not NULL:
+            attr = attr.next
+            continue
+        field = cetree.namespacedNameFromNsName(NULL, attr.name)
+        kind = rules.attribute_kinds.get(field)
+        if kind is None:
+            attr = attr.next
+            continue
+        value = cetree.attributeValue(node, attr)
+        if kind == "keep":
+            value = value.strip()
+            if value:
+                desc[field] = value[: rules.kept_chars[field]]
+        elif kind == "flag":
+            desc[field] = True
+        elif kind == "aria_flag":
+            if value == "true":
+                desc[rules.aria_flags[field]] = True
+        elif kind == "key":
+            key = value
+        elif kind == "id":
+            el_id = value
+        elif kind == "name":
+            name = value
+        elif kind == "type":
+            if tag == "input":
+                desc["type"] = value.strip().lower()
+        else:  # a label: the first of the most telling kind
+            rank = rules.labels.index(field)
+            if label is None or rank < label_rank:
+                label, label_rank = value, rank
+        attr = attr.next
+    if tag == "input":
+        if desc.setdefault("type", "text") == "hidden":
+            return None
+    elif tag == "select":
+        _describe_select(rules, node, desc)
+    else:
+        text = _element_text(node, rules.text_chars)
+        if text:
+            desc["text"] = text
+    if label is not None and "text" not in desc:
+        desc["label"] = " ".join(label.split())[: rules.text_chars]
+    if not interactive:
+        desc.pop("text", None)  # a container's text is page content, its state is its own
+    return key or el_id or name, desc
+
+
+cdef void _describe_select(Rules rules, xmlNode* select, dict desc) except *:
+    """A select shows its selected option: that option's text, and its value unless the snapshot
+    wrote one. The option shown is the first marked selected, else the first (as a browser)."""
+    cdef xmlNode* option = NULL
+    cdef xmlNode* node = _next_element(select, select)
+    while node is not NULL:
+        if node.ns is NULL and strcmp(<const char*>node.name, b"option") == 0:
+            if cetree.attributeValueFromNsName(node, NULL, <const unsigned char*>b"selected") is not None:
+                option = node
+                break
+            if option is NULL:
+                option = node
+        node = _next_element(node, select)
+    if option is NULL:
+        return
+    text = _element_text(option, rules.text_chars)
+    if text:
+        desc["text"] = text
+    if "value" not in desc:
+        value = (
+            cetree.attributeValueFromNsName(option, NULL, <const unsigned char*>b"value") or text
+        )[: rules.value_chars]
+        if value:
+            desc["value"] = value
 
 
 cdef bint _needs_squash(xmlAttr* attr):
@@ -392,6 +498,101 @@ cdef TextKind _text_kind(xmlNode* node):
     return PLAIN if plain else OTHER
 
 
+cdef inline Py_ssize_t _unicode_space(const unsigned char* c):
+    """The length of the whitespace character (``str.isspace``) that starts ``c`` (UTF-8), else 0."""
+    if c[0] < 0x80:
+        return c[0] == 0x20 or 0x09 <= c[0] <= 0x0D or 0x1C <= c[0] <= 0x1F
+    if c[0] == 0xC2:
+        return 2 if c[1] == 0x85 or c[1] == 0xA0 else 0  # U+0085, U+00A0
+    if c[0] == 0xE1:
+        return 3 if c[1] == 0x9A and c[2] == 0x80 else 0  # U+1680
+    if c[0] == 0xE2 and c[1] == 0x80 and 0x80 <= c[2]:
+        return 3 if c[2] <= 0x8A or c[2] == 0xA8 or c[2] == 0xA9 or c[2] == 0xAF else 0
+    if c[0] == 0xE2:
+        return 3 if c[1] == 0x81 and c[2] == 0x9F else 0  # U+205F
+    if c[0] == 0xE3:
+        return 3 if c[1] == 0x80 and c[2] == 0x80 else 0  # U+3000
+    return 0
+
+
+_UNCHANGED = object()
+
+
+cdef object _squash_text(xmlNode* node):
+    """What ``squash`` makes of the text that starts at ``node``, read from its UTF-8 bytes: None
+    for blank text, the new text, or ``_UNCHANGED``; NotImplemented when ``squash`` must read it
+    (text in several nodes, a control character that is not whitespace, U+FFFE or U+FFFF).
+    As ``squash``: the control characters \\x0b, \\x0c and \\x1c-\\x1f go, then each run of
+    whitespace becomes one space."""
+    if node is NULL or node.type != tree.XML_TEXT_NODE or node.content is NULL or (
+        node.next is not NULL
+        and (node.next.type == tree.XML_TEXT_NODE or node.next.type == tree.XML_CDATA_SECTION_NODE)
+    ):
+        return NotImplemented
+    cdef const unsigned char* c = node.content
+    cdef size_t n = strlen(<const char*>c), i = 0, o = 0
+    cdef Py_ssize_t width
+    cdef bint blank = True, run = False
+    cdef unsigned char* out = <unsigned char*>malloc(n + 1)
+    if out is NULL:
+        raise MemoryError()
+    try:
+        while i < n:
+            if c[i] < 0x20 and not (c[i] == 0x09 or c[i] == 0x0A or c[i] == 0x0D):
+                if not (c[i] == 0x0B or c[i] == 0x0C or c[i] >= 0x1C):
+                    return NotImplemented
+                i += 1  # whitespace for blankness, but removed before runs are joined
+                continue
+            if c[i] == 0xEF and c[i + 1] == 0xBF and (c[i + 2] == 0xBE or c[i + 2] == 0xBF):
+                return NotImplemented
+            width = _unicode_space(c + i)
+            if width:
+                if not run:
+                    out[o] = 0x20
+                    o += 1
+                    run = True
+                i += width
+            else:
+                out[o] = c[i]
+                o += 1
+                i += 1
+                blank = False
+                run = False
+                while i < n and (c[i] & 0xC0) == 0x80:  # the rest of a UTF-8 sequence
+                    out[o] = c[i]
+                    o += 1
+                    i += 1
+        if blank:
+            return None
+        if o == n and memcmp(out, c, n) == 0:
+            return _UNCHANGED
+        return (<char*>out)[:o].decode("utf-8")
+    finally:
+        free(out)
+
+
+cdef int _squash_node_text(xmlNode* node, bint tail, squash) except -1:
+    """Squash ``node``'s text (or its tail) in place. Text needs no Python but in rare cases:
+    blank text goes, plain ASCII text stays as it is, other text is squashed from its bytes."""
+    cdef xmlNode* first = node.next if tail else node.children
+    cdef TextKind kind = _text_kind(first)
+    if kind == NO_TEXT or kind == PLAIN:
+        return 0
+    squashed = None if kind == BLANK else _squash_text(first)
+    if squashed is NotImplemented:
+        text = cetree.tailOf(node) if tail else cetree.textOf(node)
+        squashed = squash(text)
+        if squashed == text:
+            return 0
+    if squashed is _UNCHANGED:
+        return 0
+    if tail:
+        cetree.setTailText(node, squashed)
+    else:
+        cetree.setNodeText(node, squashed)
+    return 0
+
+
 def compact_tree(cetree._Element root, tuple kept, squash):
     """In place, for the prompts' compact page: every element of ``root`` keeps only the
     attributes named in ``kept`` (bytes), a value that needs it squashed, and its text and tail
@@ -402,7 +603,6 @@ def compact_tree(cetree._Element root, tuple kept, squash):
     cdef xmlAttr* following
     cdef Py_ssize_t i, count = len(kept)
     cdef bint keep
-    cdef TextKind kind
     while node is not NULL:
         attr = node.properties
         while attr is not NULL:
@@ -422,23 +622,8 @@ def compact_tree(cetree._Element root, tuple kept, squash):
                 name = cetree.pyunicode(attr.name)
                 cetree.setAttributeValue(cetree.elementFactory(root._doc, node), name, value)
             attr = following
-        # Most text needs no Python: blank text goes, plain ASCII text stays as it is.
-        kind = _text_kind(node.children)
-        if kind == BLANK:
-            cetree.setNodeText(node, None)
-        elif kind == OTHER:
-            text = cetree.textOf(node)
-            squashed = squash(text)
-            if squashed != text:
-                cetree.setNodeText(node, squashed)
-        kind = _text_kind(node.next)
-        if kind == BLANK:
-            cetree.setTailText(node, None)
-        elif kind == OTHER:
-            tail = cetree.tailOf(node)
-            squashed = squash(tail)
-            if squashed != tail:
-                cetree.setTailText(node, squashed)
+        _squash_node_text(node, False, squash)
+        _squash_node_text(node, True, squash)
         node = _next_element(node, top)
 
 
@@ -465,3 +650,119 @@ def page_marks(cetree._Element root, bytes number_attr, bytes hidden_attr):
             node = _next_element(node, top)
         top = _element_from(top.next)
     return numbers, hidden
+
+
+# --- the bounded-markup scan (see markup_guard) -------------------------------------------------
+# Start tags and their attributes as ``markup_guard`` defines them: its grammar, read byte by byte.
+# Every quantifier there is possessive and its alternatives start with different characters, so a
+# single forward reading finds what the regular expressions found.
+
+cdef inline bint _space(unsigned char c):
+    return c == 0x20 or 0x09 <= c <= 0x0D  # a bytes pattern's \s
+
+
+cdef inline bint _letter(unsigned char c):
+    return 0x61 <= (c | 0x20) <= 0x7A
+
+
+cdef inline bint _word_end(unsigned char c):
+    """Ends ``[^\\s/><]*``: a stray character's run."""
+    return _space(c) or c == 0x2F or c == 0x3E or c == 0x3C
+
+
+cdef Py_ssize_t _tag_name_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t i):
+    """The end of ``<[/!?]?[A-Za-z][^\\s<>/]*`` at ``i`` (a '<'), or -1."""
+    i += 1
+    if i < n and (s[i] == 0x2F or s[i] == 0x21 or s[i] == 0x3F):
+        i += 1
+    if i >= n or not _letter(s[i]):
+        return -1
+    i += 1
+    while i < n and not _word_end(s[i]):
+        i += 1
+    return i
+
+
+cdef Py_ssize_t _attribute_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t i):
+    """The end of the attribute read from ``i`` (separators first), or -1 where none starts."""
+    cdef Py_ssize_t j
+    cdef unsigned char c
+    cdef const unsigned char* quote
+    while i < n and (_space(s[i]) or s[i] == 0x2F):
+        i += 1
+    if i >= n or s[i] == 0x3E:
+        return -1
+    c = s[i]
+    if c == 0x22 or c == 0x27 or c == 0x3D or c == 0x3C:  # a stray quote, '=' or '<'
+        if c == 0x3C:  # ... unless it opens a tag name
+            j = i + 1
+            if j < n and (s[j] == 0x2F or s[j] == 0x21 or s[j] == 0x3F):
+                j += 1
+            if j < n and _letter(s[j]):
+                return -1
+        i += 1
+        while i < n and not _word_end(s[i]):
+            i += 1
+        return i
+    # A name, then maybe ``= value``: quoted when its quote closes, else bare.
+    i += 1
+    while i < n and not (_word_end(s[i]) or s[i] == 0x3D or s[i] == 0x22 or s[i] == 0x27):
+        i += 1
+    j = i
+    while j < n and _space(s[j]):
+        j += 1
+    if j >= n or s[j] != 0x3D:
+        return i
+    j += 1
+    while j < n and _space(s[j]):
+        j += 1
+    if j < n and (s[j] == 0x22 or s[j] == 0x27):
+        quote = <const unsigned char*>memchr(s + j + 1, s[j], n - j - 1)
+        if quote is not NULL:
+            return quote - s + 1
+    while j < n and not (_space(s[j]) or s[j] == 0x3E):
+        j += 1
+    return j
+
+
+cdef Py_ssize_t _attributes_end(
+    const unsigned char* s, Py_ssize_t n, Py_ssize_t i, Py_ssize_t limit, Py_ssize_t* count
+):
+    """The end of at most ``limit`` attributes read from ``i``; ``count``: how many."""
+    cdef Py_ssize_t end
+    count[0] = 0
+    while count[0] < limit:
+        end = _attribute_end(s, n, i)
+        if end < 0:
+            break
+        i = end
+        count[0] += 1
+    return i
+
+
+def crowded_tag(const unsigned char[::1] data, Py_ssize_t start, Py_ssize_t limit):
+    """Where the first start tag at or after ``start`` with more than ``limit`` attributes
+    begins (-1: none)."""
+    cdef const unsigned char* s = &data[0] if data.shape[0] else NULL
+    cdef Py_ssize_t n = data.shape[0], i = start, end, count
+    cdef const unsigned char* found
+    while i < n:
+        found = <const unsigned char*>memchr(s + i, 0x3C, n - i)
+        if found is NULL:
+            return -1
+        i = found - s
+        end = _tag_name_end(s, n, i)
+        if end >= 0:
+            _attributes_end(s, n, end, limit + 1, &count)
+            if count > limit:
+                return i
+        i += 1
+    return -1
+
+
+def attribute_ends(const unsigned char[::1] data, Py_ssize_t at, Py_ssize_t limit):
+    """``(end of its first limit attributes, end of all of them)`` of the start tag at ``at``."""
+    cdef const unsigned char* s = &data[0]
+    cdef Py_ssize_t n = data.shape[0], count
+    cdef Py_ssize_t cut = _attributes_end(s, n, _tag_name_end(s, n, at), limit, &count)
+    return cut, _attributes_end(s, n, cut, PY_SSIZE_T_MAX, &count)

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import re
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from veriloop.engines import skeleton_walk
 from veriloop.engines.markup_guard import MAX_ATTRIBUTES, bound_markup
 from veriloop.engines.skeleton import parse_html
 from veriloop.schemas.page_contract import ELEMENT_ID_ATTR
@@ -59,3 +64,27 @@ def test_ordinary_pages_pass_through_unchanged():
         "<script>if (a < b && c > d) { x = '<p>' }</script></body></html>"
     ).encode()
     assert bound_markup(data) is data
+
+
+# The grammar as the regular expressions the compiled scan replaced (they were too slow to run on
+# every page): the scan must find what they find.
+_ATTRIBUTE = (
+    rb"""(?:[\s/]*+(?:[^\s/>="'<]++(?:\s*+=\s*+(?:"[^"]*+"|'[^']*+'|[^\s>]*+))?+"""
+    rb"""|["'=][^\s/><]*+|<(?![/!?]?[A-Za-z])[^\s/><]*+))"""
+)
+_TAG_NAME = rb"<[/!?]?[A-Za-z][^\s<>/]*+"
+_SMALL = 3
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.sampled_from([bytes([c]) for c in b"<a= \"'/>\t\n\x0b!?x1"]), max_size=60))
+def test_the_compiled_scan_reads_the_attribute_grammar(chars):
+    data = b"".join(chars)
+    crowded = re.compile(_TAG_NAME + rb"(?:" + _ATTRIBUTE + rb"){%d}" % (_SMALL + 1))
+    for start in range(len(data) + 1):
+        match = crowded.search(data, start)
+        assert skeleton_walk.crowded_tag(data, start, _SMALL) == (match.start() if match else -1)
+    for match in re.finditer(_TAG_NAME, data):
+        cut = re.compile(rb"(?:" + _ATTRIBUTE + rb"){0,%d}" % _SMALL).match(data, match.end()).end()
+        end = re.compile(rb"(?:" + _ATTRIBUTE + rb")*+").match(data, cut).end()
+        assert skeleton_walk.attribute_ends(data, match.start(), _SMALL) == (cut, end)
