@@ -51,37 +51,25 @@ HEAD_SQL = (
 """The id of a thread's latest checkpoint, chosen as both checkpointers choose it, without loading it."""
 FENCE = "fenced"
 """Metadata key that marks a checkpoint the service saved (the fence covers only those)."""
-FENCE_NAME = "checkpoints_one_fenced_child_or_root"
-"""The PostgreSQL unique index and the SQLite trigger that refuse a second fenced child of one
-checkpoint, or a second fenced first checkpoint of one thread (two starts of one new task; a
-subgraph's first checkpoints are left out: each task of a superstep has its own namespace)."""
-FENCE_BEFORE_ROOTS = "checkpoints_one_fenced_child"
-"""The earlier fence, which left first checkpoints out: replaced where a database still has it."""
+FENCE_NAME = "checkpoints_one_fenced_child"
+"""The PostgreSQL unique index and the SQLite trigger that refuse a second fenced child."""
 FENCE_PG_SQL = (
-    f"DROP INDEX IF EXISTS {FENCE_BEFORE_ROOTS}; "
     f"CREATE UNIQUE INDEX IF NOT EXISTS {FENCE_NAME} ON checkpoints "
-    "(thread_id, checkpoint_ns, COALESCE(parent_checkpoint_id, '')) "
-    f"WHERE (metadata ->> '{FENCE}') IS NOT NULL "
-    "AND (parent_checkpoint_id IS NOT NULL OR checkpoint_ns = '')"
+    f"(thread_id, checkpoint_ns, parent_checkpoint_id) WHERE (metadata ->> '{FENCE}') IS NOT NULL"
 )
 FENCE_SQLITE_SQL = f"""
-DROP TRIGGER IF EXISTS {FENCE_BEFORE_ROOTS};
 CREATE TRIGGER IF NOT EXISTS {FENCE_NAME} BEFORE INSERT ON checkpoints
-WHEN json_extract(CAST(NEW.metadata AS TEXT), '$.{FENCE}') IS NOT NULL
-  AND (NEW.parent_checkpoint_id IS NOT NULL OR NEW.checkpoint_ns = '')
+WHEN NEW.parent_checkpoint_id IS NOT NULL
+  AND json_extract(CAST(NEW.metadata AS TEXT), '$.{FENCE}') IS NOT NULL
   AND EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = NEW.thread_id
-    AND checkpoint_ns = NEW.checkpoint_ns AND parent_checkpoint_id IS NEW.parent_checkpoint_id
+    AND checkpoint_ns = NEW.checkpoint_ns AND parent_checkpoint_id = NEW.parent_checkpoint_id
     AND checkpoint_id <> NEW.checkpoint_id
     AND json_extract(CAST(metadata AS TEXT), '$.{FENCE}') IS NOT NULL)
-BEGIN SELECT RAISE(ABORT, '{FENCE_NAME}: the parent checkpoint has a child already'); END;
+BEGIN SELECT RAISE(ABORT, '{FENCE_NAME}: the parent checkpoint has a child already'); END
 """
 CHILDREN_SQL = (
     "SELECT checkpoint_id FROM checkpoints WHERE thread_id = {0} AND checkpoint_ns = '' "
     "AND parent_checkpoint_id = {0} ORDER BY checkpoint_id"
-)
-ROOTS_SQL = (
-    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = {0} AND checkpoint_ns = '' "
-    "AND parent_checkpoint_id IS NULL ORDER BY checkpoint_id"
 )
 DISCARD_SQL = (
     "DELETE FROM {table} WHERE thread_id = {0} AND checkpoint_ns = '' AND checkpoint_id = {0}"
@@ -108,7 +96,7 @@ class Fenced:
 
     Why a database rule and not a check in ``aput``: two processes check at the same moment and
     both see no child. PostgreSQL enforces a partial unique index on
-    (thread_id, checkpoint_ns, parent_checkpoint_id or '' for a thread's first) atomically (the saver's upsert names only
+    (thread_id, checkpoint_ns, parent_checkpoint_id) atomically (the saver's upsert names only
     its primary key, so the index raises UniqueViolation). In SQLite a unique index would not do:
     the saver writes with INSERT OR REPLACE, which would delete the first child to make room for
     the second; a BEFORE INSERT trigger that RAISEs aborts the statement instead, and SQLite runs
@@ -130,11 +118,8 @@ class Fenced:
         rows = await self._rows(HEAD_SQL, thread_id)
         return rows[0] if rows else None
 
-    async def achildren(self, thread_id: str, parent_id: str | None) -> list[str]:
-        """The ids of the checkpoints saved on ``parent_id`` (None: the thread's first ones; at
-        most one fenced; oldest first)."""
-        if parent_id is None:
-            return await self._rows(ROOTS_SQL, thread_id)
+    async def achildren(self, thread_id: str, parent_id: str) -> list[str]:
+        """The ids of the checkpoints saved on ``parent_id`` (at most one fenced; oldest first)."""
         return await self._rows(CHILDREN_SQL, thread_id, parent_id)
 
     async def adiscard(self, thread_id: str, checkpoint_id: str) -> None:
@@ -226,7 +211,7 @@ async def _sqlite(settings: Settings) -> AsyncIterator[Persistence]:
     ):
         await saver.setup()
         await store.setup()
-        await saver.conn.executescript(FENCE_SQLITE_SQL)
+        await saver.conn.execute(FENCE_SQLITE_SQL)
         await saver.conn.commit()
         # Two connections write one file: under a burst, one waits for the other's write. SQLite's
         # default 5 s wait ended in "database is locked" (a 500) in the fuzz run; wait longer.

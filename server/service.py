@@ -165,17 +165,7 @@ class TaskService:
             stored = await self.index.answer(tenant, key)
             if stored is not None:
                 return stored
-            # The request names its task, so every start of it (two processes whose lock died, a
-            # resend after a failure) runs one thread: the fence admits one first checkpoint and
-            # one step on it, and a step saved by a process that died before recording it is
-            # adopted here.
-            task_id = key.task_id(tenant)
-            first = next((child for child, _ in await self._saved_on(task_id, None)), None)
-            if first is not None and (saved := await self._saved_on(task_id, first)):
-                child, state = saved[0]
-                log.warning("task %s: adopting its first step %s", task_id, child)
-                return await self._commit(tenant, None, state.values, child, request.url, key)
-            return await self._run(tenant, task_id, None, request, key, first=first)
+            return await self._run(tenant, uuid.uuid4().hex, None, request, key)
 
     async def _replay(
         self, entry: TaskEntry, request: InteractRequest, key: RetryKey | None
@@ -196,12 +186,9 @@ class TaskService:
         entry: TaskEntry | None,
         request: InteractRequest,
         key: RetryKey | None,
-        *,
-        first: str | None = None,
     ) -> InteractResponse:
-        """One graph invocation from the pinned checkpoint (the entry's; for a new task, the first
-        checkpoint an earlier start of it saved, if any); the step commits when its checkpoint is
-        saved (the fence admits one child per checkpoint), then the index entry records it.
+        """One graph invocation from the pinned checkpoint; the step commits when its checkpoint
+        is saved (the fence admits one child per checkpoint), then the index entry records it.
 
         Anything failing before the checkpoint is saved (provider down, the database lost, the
         step deadline, the lock lost, a crash) leaves the task as it was: what the run saved is
@@ -213,15 +200,14 @@ class TaskService:
         # Addressed by id, never "the latest": LangGraph then stores the run's history records in
         # its own checkpoint instead of as writes on the start checkpoint, where a second run from
         # the same checkpoint (a step whose lock died) would have added its own beside them.
-        start = entry.checkpoint_id if entry else first
-        config = _pinned(task_id, start)
+        config = _pinned(task_id, entry.checkpoint_id if entry else None)
         if key is not None:  # read back if the step is adopted (_settle)
             config["configurable"] |= {RETRY_ID: key.request_id, RETRY_FINGERPRINT: key.fingerprint}
         try:
             values, checkpoint_id = await self._invoke(graph_input, config)
         except BaseException as exc:
             try:
-                await asyncio.shield(self._forget_failed_run(task_id, start, key))
+                await asyncio.shield(self._forget_failed_run(task_id, entry))
             except Exception:  # the database is gone too: the next request's _settle cleans up
                 log.warning(
                     "task %s: could not discard a failed run's checkpoint", task_id, exc_info=True
@@ -308,12 +294,9 @@ class TaskService:
             return await self._settle(await self._entry(entry.tenant, entry.task_id))
         return entry
 
-    async def _saved_on(
-        self, task_id: str, checkpoint_id: str | None
-    ) -> list[tuple[str, StateSnapshot]]:
-        """The finished runs' checkpoints saved on ``checkpoint_id`` (None: the task's first
-        ones), with their states; an unfinished one (LangGraph saves one when a run fails) is
-        discarded on the way."""
+    async def _saved_on(self, task_id: str, checkpoint_id: str) -> list[tuple[str, StateSnapshot]]:
+        """The finished runs' checkpoints saved on ``checkpoint_id``, with their states; an
+        unfinished one (LangGraph saves one when a run fails) is discarded on the way."""
         finished = []
         for child in await self.checkpoints.achildren(task_id, checkpoint_id):
             state = await self.graph.aget_state(_pinned(task_id, child))
@@ -354,17 +337,14 @@ class TaskService:
             ) from exc
         return values, checkpoint_id
 
-    async def _forget_failed_run(
-        self, task_id: str, start: str | None, key: RetryKey | None
-    ) -> None:
-        """Leave the checkpointer as it was before a failed run from ``start`` (the index never
-        saw the run)."""
-        if start is None and key is None:  # a new task whose id only this request knew
+    async def _forget_failed_run(self, task_id: str, entry: TaskEntry | None) -> None:
+        """Leave the checkpointer as it was before a failed run (the index never saw the run)."""
+        if entry is None:
             await self.graph.checkpointer.adelete_thread(task_id)
             return
         # A finished checkpoint stays (the run failed after it was saved, or it is another run's):
-        # it is a committed step, which only the lock's holder adopts (_settle, _start).
-        await self._saved_on(task_id, start)
+        # it is a committed step, which only the lock's holder adopts (_settle).
+        await self._saved_on(task_id, entry.checkpoint_id)
 
     async def _entry(self, tenant: str, task_id: str) -> TaskEntry:
         entry = await self.index.get(tenant, task_id)

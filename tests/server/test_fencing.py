@@ -22,7 +22,7 @@ from service_testkit import goal, observation, python_step
 from veriloop.context import Context, PlanContext
 from veriloop.llm.scripted import Delay
 from veriloop.schemas.api import InteractRequest, PlanRunRequest
-from veriloop.schemas.outputs import ActionChoice, SemanticVerdict
+from veriloop.schemas.outputs import SemanticVerdict
 from veriloop.server.app import compile_graph
 from veriloop.server.index import TaskIndex
 from veriloop.server.locks import LocalLocks, LockLost, PostgresLocks
@@ -173,81 +173,6 @@ async def test_a_step_saved_but_never_recorded_is_adopted(
         detail = await service.task_detail(TENANT, task_id)
         assert [x.step_index for x in detail.actions] == [0, 1]
         assert siblings(database_url) == 0
-
-
-def tasks_started(database_url: str) -> int:
-    """Threads with a first checkpoint: the tasks the service started."""
-    sql = (
-        "SELECT count(*) FROM checkpoints WHERE checkpoint_ns = '' AND parent_checkpoint_id IS NULL"
-    )
-    if database_url.startswith("sqlite"):
-        with sqlite3.connect(database_url.removeprefix("sqlite:///")) as conn:
-            return conn.execute(sql).fetchone()[0]
-    with psycopg.connect(database_url) as conn:
-        return conn.execute(sql).fetchone()[0]
-
-
-async def test_a_new_task_started_at_once_by_two_processes_is_one_task(
-    database_url, scripted_model, playbook
-):
-    async with services(database_url, 2) as (a, b):
-        body = observation(10, 0, query=goal(10, 5), requestId="start-1")
-
-        answers = await asyncio.gather(answer(a, body), answer(b, body))
-
-        fenced = [x for x in answers if isinstance(x, Exception)]
-        assert len(fenced) == 1 and isinstance(fenced[0], StepFenced), answers
-        (won,) = [x for x in answers if not isinstance(x, Exception)]
-        # Sent again to either process, the refused start gets the task that was started.
-        assert await a.interact(TENANT, request(body)) == won
-        assert await b.interact(TENANT, request(body)) == won
-        entries, _more = await a.index.page(TENANT, limit=10, offset=0)
-        assert [entry.task_id for entry in entries] == [won.task_id]
-        assert tasks_started(database_url) == 1
-        # Another tenant's identical request is another task.
-        other = await b.interact("tenant_b", request(body))
-        assert other.task_id != won.task_id
-
-
-async def test_a_start_saved_but_never_recorded_is_adopted(
-    database_url, scripted_model, playbook, monkeypatch
-):
-    async with services(database_url, 1) as (service,):
-        body = observation(11, 0, query=goal(11, 5), requestId="start-1")
-        record = service.index.record
-
-        async def die_before_recording(entry, key):
-            raise asyncio.CancelledError  # the process stopped between the two writes
-
-        monkeypatch.setattr(service.index, "record", die_before_recording)
-        with pytest.raises(asyncio.CancelledError):
-            await service.interact(TENANT, request(body))
-        monkeypatch.setattr(service.index, "record", record)
-        calls = scripted_model.calls()
-
-        again = await service.interact(TENANT, request(body))
-
-        assert scripted_model.calls() == calls, "adopted, not run again"
-        entries, _more = await service.index.page(TENANT, limit=10, offset=0)
-        assert [entry.task_id for entry in entries] == [again.task_id]
-        assert again.step_index == 0 and tasks_started(database_url) == 1
-
-
-async def test_a_start_that_failed_starts_again_as_the_same_task(
-    database_url, scripted_model, playbook
-):
-    async with services(database_url, 1, step_deadline_s=2) as (service,):
-        scripted_model.script("action", Delay(4, ActionChoice(thought="slow", action="click(12)")))
-        body = observation(12, 0, query=goal(12, 5), requestId="start-1")
-        assert isinstance(await answer(service, body), StepTimeout)
-        assert await service.index.page(TENANT, limit=10, offset=0) == ([], False)
-        assert tasks_started(database_url) == 0  # what the failed start saved is gone
-
-        started = await service.interact(TENANT, request(body))
-
-        assert started.step_index == 0 and started.action == "click(12)"
-        assert tasks_started(database_url) == 1 and siblings(database_url) == 0
-        assert (await service.interact(TENANT, request(body))) == started
 
 
 async def test_a_failed_run_leaves_nothing_behind(database_url, scripted_model, playbook):
