@@ -162,20 +162,32 @@ def free_port() -> int:
 
 
 class ServiceProcess:
-    """``veriloop.server.main.serve`` in a subprocess, pointed at the scripted model."""
+    """``veriloop.server.main.serve`` in a subprocess, pointed at the scripted model: this
+    checkout's, or another's (``checkout``: a clone with its own ``.venv``, say today's main)."""
 
-    def __init__(self, database_url: str, model_url: str, workers: int = 1) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        model_url: str,
+        workers: int = 1,
+        *,
+        checkout: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.port = free_port()
         env = {
             **os.environ,
             "OPENAI_BASE_URL": model_url,
             "OPENAI_API_KEY": "bench",
             "LANGSMITH_TRACING": "false",
+            **(env or {}),
         }
         env.pop("VERILOOP_API_KEYS", None)
         code = f"from veriloop.server.main import serve; serve('127.0.0.1', {self.port}, {workers}, {database_url!r})"
+        python = sys.executable if checkout is None else str(checkout / ".venv" / "bin" / "python")
         self.process = subprocess.Popen(
-            [sys.executable, "-c", code],
+            [python, "-c", code],
+            cwd=checkout,
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
