@@ -37,6 +37,7 @@ import psutil
 import psycopg
 from langgraph.checkpoint.memory import InMemorySaver
 
+from benchmarks.serving import START_TIMEOUT_S
 from veriloop.context import Context
 from veriloop.graph.builder import build_graph
 from veriloop.graph.io import observation_to_input, state_to_response
@@ -193,7 +194,7 @@ class ServiceProcess:
             stderr=subprocess.DEVNULL,
         )
         self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if self.process.poll() is not None:
                 raise SystemExit(f"the service on {database_url} exited at start-up")
