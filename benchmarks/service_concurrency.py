@@ -1,32 +1,41 @@
-"""How many tasks one service process keeps in flight when the model, not the process, is the wait.
+"""How many tasks a service keeps in flight when the model, not the service, is the wait.
 
-One ``veriloop serve`` process (uvicorn on loopback, one worker) on SQLite, then
-on PostgreSQL; the model is the scripted loopback server answering every call
-after ``--latency`` seconds (default 1 s). 100, then 200, tasks of
-``--steps`` steps each run at once over HTTP (one async client, one connection
-per task); the model server counts the calls it is answering at the same time.
-The page is the median-size page of the shared HTML corpus with a counter
-button, so every step is a real verification plus a real next action, and a
-line naming the task's tab, so no two tasks send the same page.
+``veriloop serve`` (uvicorn on loopback) on SQLite, then on PostgreSQL; the model
+is the scripted loopback server answering every call after ``--latency`` seconds
+(default 1 s). 100, then 200, tasks of ``--steps`` steps each run at once over
+HTTP (one async client, one connection per task); the model server counts the
+calls it is answering at the same time. The page is the median-size page of the
+shared HTML corpus with a counter button, so every step is a real verification
+plus a real next action, and a line naming the task's tab, so no two tasks send
+the same page.
 
 The time the model alone needs is the model waits of one task: the longest
 chain of its calls that ran one after another (calls made side by side, like a
 verdict and the lookahead beside it, count once), measured on one task run
-alone, times the latency. A process that holds every task in flight finishes
+alone, times the latency. A service that holds every task in flight finishes
 in about that time; one that queues tasks (behind a thread pool, or for the
 CPU) takes a multiple of it.
 
-    python -m benchmarks.service_concurrency [--latency 1.0] [--steps 5] [--quick] [--workers N] [--postgres-url URL] [--plot PATH]
+Modes are measured side by side, ``--repeat`` runs each (default 3), interleaved
+and each run starting with another mode, every round on a new database:
+``--workers 2,1`` serves this checkout with two serving processes, then with one
+(``N:P``: and ``P`` page processes beside each); ``--baseline-repo PATH`` adds
+another checkout (a clone of main with its own ``.venv``: ``git clone`` it, then
+``scripts/setup.sh`` there) served by one process. The medians of each mode
+follow the rounds.
+
+    python -m benchmarks.service_concurrency [--latency 1.0] [--steps 5] [--quick] [--workers 2,1]
+        [--baseline-repo PATH] [--repeat 3] [--tasks 100,200] [--databases sqlite,postgres]
+        [--postgres-url URL] [--plot PATH]
 
 Every quarter second of a round it also reads the service's CPU and the model's calls in flight:
-each round's line says for how long the serving process used most of a core (it is the
+each round's line says for how long the serving processes used most of a core each (they are the
 bottleneck then, not the model), and ``--plot`` draws those timelines.
 
-``--workers N`` serves PostgreSQL with N worker processes (their CPU is summed); the targets
-are for one process.
-
 Last line: ``RESULT peak_inflight_ratio_100=<peak/100> wall_over_model_bound_100=<..>
-wall_over_model_bound_200=<..>`` (the worse of SQLite and PostgreSQL for each figure).
+wall_over_model_bound_200=<..>`` for the first mode of ``--workers`` (medians of the runs, the
+worse of SQLite and PostgreSQL for each figure), then the same figures of the baseline checkout
+prefixed ``baseline_``.
 """
 
 from __future__ import annotations
@@ -315,9 +324,11 @@ def measure(
 ) -> list[Round]:
     """One round per size against a new service in ``mode`` on ``url`` (``waits``: the critical
     path of each mode, measured on its first call)."""
-    env = (
-        {} if mode.page_processes is None else {"VERILOOP_PAGE_PROCESSES": str(mode.page_processes)}
-    )
+    # No step deadline: on a loaded machine a step of the 200-task round took over the default
+    # 60 s, and its 503 ended the run; the rounds measure the wall time, whatever it is.
+    env = {"VERILOOP_STEP_DEADLINE_S": "3600", "VERILOOP_LOCK_TIMEOUT_S": "3600"}
+    if mode.page_processes is not None:
+        env["VERILOOP_PAGE_PROCESSES"] = str(mode.page_processes)
     service = ServiceProcess(url, model.base_url, mode.workers, checkout=mode.checkout, env=env)
     rounds = []
     model.on(ANY_PURPOSE, lambda request: Delay(args.latency, answer(request)))
@@ -403,6 +414,11 @@ def main() -> None:
         "beside the modes above, reported as baseline_* in RESULT",
     )
     parser.add_argument("--repeat", type=int, default=3, help="runs of every mode (medians)")
+    parser.add_argument(
+        "--tasks",
+        default="100,200",
+        help="the two round sizes (fewer on a loaded machine: its share of the CPU is smaller)",
+    )
     parser.add_argument("--plot", type=Path, help="draw each round's timeline into this PNG")
     parser.add_argument(
         "--postgres-url",
@@ -411,7 +427,7 @@ def main() -> None:
         ),
     )
     args = parser.parse_args()
-    sizes = [100, 200]
+    sizes = [int(tasks) for tasks in args.tasks.split(",")]
     if args.quick:
         sizes, args.steps, args.latency, args.databases, args.repeat = [20, 40], 3, 0.5, "sqlite", 1
     databases = args.databases.split(",")
