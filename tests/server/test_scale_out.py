@@ -119,3 +119,11 @@ def test_twenty_tasks_ten_steps_each_across_two_processes(pair):
 
 def _client_for(pair, url):
     return next(server for server in pair if server.url == url).client()
+
+
+def test_workers_need_a_database_file(monkeypatch):
+    from veriloop.server.main import serve
+
+    monkeypatch.setenv("VERILOOP_DATABASE_URL", "sqlite:///:memory:")  # restored after the test
+    with pytest.raises(ValueError, match="in-memory"):
+        serve(workers=2, database_url="sqlite:///:memory:")
