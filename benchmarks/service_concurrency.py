@@ -1,32 +1,41 @@
-"""How many tasks one service process keeps in flight when the model, not the process, is the wait.
+"""How many tasks a service keeps in flight when the model, not the service, is the wait.
 
-One ``veriloop serve`` process (uvicorn on loopback, one worker) on SQLite, then
-on PostgreSQL; the model is the scripted loopback server answering every call
-after ``--latency`` seconds (default 1 s). 100, then 200, tasks of
-``--steps`` steps each run at once over HTTP (one async client, one connection
-per task); the model server counts the calls it is answering at the same time.
-The page is the median-size page of the shared HTML corpus with a counter
-button, so every step is a real verification plus a real next action, and a
-line naming the task's tab, so no two tasks send the same page.
+``veriloop serve`` (uvicorn on loopback) on SQLite, then on PostgreSQL; the model
+is the scripted loopback server answering every call after ``--latency`` seconds
+(default 1 s). 100, then 200, tasks of ``--steps`` steps each run at once over
+HTTP (one async client, one connection per task); the model server counts the
+calls it is answering at the same time. The page is the median-size page of the
+shared HTML corpus with a counter button, so every step is a real verification
+plus a real next action, and a line naming the task's tab, so no two tasks send
+the same page.
 
 The time the model alone needs is the model waits of one task: the longest
 chain of its calls that ran one after another (calls made side by side, like a
 verdict and the lookahead beside it, count once), measured on one task run
-alone, times the latency. A process that holds every task in flight finishes
+alone, times the latency. A service that holds every task in flight finishes
 in about that time; one that queues tasks (behind a thread pool, or for the
 CPU) takes a multiple of it.
 
-    python -m benchmarks.service_concurrency [--latency 1.0] [--steps 5] [--quick] [--workers N] [--postgres-url URL] [--plot PATH]
+Modes are measured side by side, ``--repeat`` runs each (default 3), interleaved
+and each run starting with another mode, every round on a new database:
+``--workers 2,1`` serves this checkout with two serving processes, then with one
+(``N:P``: and ``P`` page processes beside each); ``--baseline-repo PATH`` adds
+another checkout (a clone of main with its own ``.venv``: ``git clone`` it, then
+``scripts/setup.sh`` there) served by one process. The medians of each mode
+follow the rounds.
+
+    python -m benchmarks.service_concurrency [--latency 1.0] [--steps 5] [--quick] [--workers 2,1]
+        [--baseline-repo PATH] [--repeat 3] [--tasks 100,200] [--databases sqlite,postgres]
+        [--postgres-url URL] [--plot PATH]
 
 Every quarter second of a round it also reads the service's CPU and the model's calls in flight:
-each round's line says for how long the serving process used most of a core (it is the
+each round's line says for how long the serving processes used most of a core each (they are the
 bottleneck then, not the model), and ``--plot`` draws those timelines.
 
-``--workers N`` serves PostgreSQL with N worker processes (their CPU is summed); the targets
-are for one process.
-
 Last line: ``RESULT peak_inflight_ratio_100=<peak/100> wall_over_model_bound_100=<..>
-wall_over_model_bound_200=<..>`` (the worse of SQLite and PostgreSQL for each figure).
+wall_over_model_bound_200=<..>`` for the first mode of ``--workers`` (medians of the runs, the
+worse of SQLite and PostgreSQL for each figure), then the same figures of the baseline checkout
+prefixed ``baseline_``.
 """
 
 from __future__ import annotations
@@ -60,6 +69,9 @@ from veriloop.llm.scripted import (
     critical_path_calls,
 )
 
+DEFAULT_WORKERS = "2,1"
+"""The modes measured without ``--workers``: two serving processes (docs/service.md's way to serve
+a 2-core machine), then one."""
 SAMPLE_EVERY_S = 0.25
 SATURATED = 0.8
 """A serving process using this much of a core is the bottleneck: its steps queue for the CPU."""
@@ -173,7 +185,7 @@ class Round:
     later_steps: StepWaits
     """Where the steps after the first spent their time."""
     workers: int
-    """Worker processes of the service."""
+    """Serving processes of the service."""
 
     @property
     def saturated_s(self) -> float:
@@ -279,19 +291,54 @@ def _own_cpu_seconds() -> float:
     return times.user + times.system
 
 
+@dataclass(frozen=True)
+class Mode:
+    """One way to serve, measured side by side with the others: worker processes, page processes
+    per worker (None: the service's default), and the checkout that serves (None: this one)."""
+
+    workers: int
+    page_processes: int | None = None
+    checkout: Path | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Mode:
+        """``N`` (workers) or ``N:P`` (workers, page processes of each)."""
+        workers, _, pages = text.partition(":")
+        return cls(int(workers), int(pages) if pages else None)
+
+    @property
+    def label(self) -> str:
+        name = "main" if self.checkout is not None else f"x{self.workers}"
+        return name if self.page_processes is None else f"{name}:{self.page_processes}"
+
+
 def measure(
-    database: str, url: str, model: ScriptedModelServer, html: str, sizes: list[int], args
+    database: str,
+    url: str,
+    model: ScriptedModelServer,
+    html: str,
+    sizes: list[int],
+    args,
+    mode: Mode,
+    waits: dict[str, int],
 ) -> list[Round]:
-    workers = args.workers if database == "postgres" else 1
-    service = ServiceProcess(url, model.base_url, workers)
+    """One round per size against a new service in ``mode`` on ``url`` (``waits``: the critical
+    path of each mode, measured on its first call)."""
+    # No step deadline: on a loaded machine a step of the 200-task round took over the default
+    # 60 s, and its 503 ended the run; the rounds measure the wall time, whatever it is.
+    env = {"VERILOOP_STEP_DEADLINE_S": "3600", "VERILOOP_LOCK_TIMEOUT_S": "3600"}
+    if mode.page_processes is not None:
+        env["VERILOOP_PAGE_PROCESSES"] = str(mode.page_processes)
+    service = ServiceProcess(url, model.base_url, mode.workers, checkout=mode.checkout, env=env)
     rounds = []
     model.on(ANY_PURPOSE, lambda request: Delay(args.latency, answer(request)))
     try:
         asyncio.run(run_tasks(service.url, html, 2, 2))  # warm-up: imports, connections
-        model.reset()
-        model.on(ANY_PURPOSE, lambda request: Delay(args.latency, answer(request)))
-        asyncio.run(run_tasks(service.url, html, 1, args.steps))
-        waits = critical_path_calls(model.spans)
+        if mode.label not in waits:
+            model.reset()
+            model.on(ANY_PURPOSE, lambda request: Delay(args.latency, answer(request)))
+            asyncio.run(run_tasks(service.url, html, 1, args.steps))
+            waits[mode.label] = critical_path_calls(model.spans)
         for tasks in sizes:
             model.reset()
             model.on(ANY_PURPOSE, lambda request: Delay(args.latency, answer(request)))
@@ -302,13 +349,13 @@ def measure(
             wall = asyncio.run(run_tasks(service.url, html, tasks, args.steps, watch, step_times))
             serving_after, page_after = service.cpu_split()
             result = Round(
-                database if workers == 1 else f"{database} x{workers}",
+                f"{database} {mode.label}",
                 tasks,
                 wall,
                 model.calls(),
                 model.peak_in_flight,
                 args.latency,
-                waits,
+                waits[mode.label],
                 serving_after + page_after - serving - page,
                 page_after - page,
                 args.steps,
@@ -316,7 +363,7 @@ def measure(
                 tuple(timeline),
                 step_waits(step_times, model.spans, first=True),
                 step_waits(step_times, model.spans, first=False),
-                workers,
+                mode.workers,
             )
             print(result.line(), flush=True)
             rounds.append(result)
@@ -325,21 +372,52 @@ def measure(
     return rounds
 
 
+@contextlib.contextmanager
+def database_url(database: str, postgres_url: str):
+    """A new, empty database of the kind named: a SQLite file, or a PostgreSQL schema (dropped after)."""
+    if database == "sqlite":
+        with tempfile.TemporaryDirectory() as tmp:
+            yield f"sqlite:///{tmp}/bench.sqlite"
+        return
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield f"{postgres_url}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency", type=float, default=1.0, help="seconds per model call")
     parser.add_argument("--steps", type=int, default=5, help="steps per task")
     parser.add_argument(
-        "--quick", action="store_true", help="20 and 40 tasks of 3 steps, 0.5 s model, SQLite only"
+        "--quick",
+        action="store_true",
+        help="20 and 40 tasks of 3 steps, 0.5 s model, SQLite only, one run",
     )
     parser.add_argument(
         "--databases", default="sqlite,postgres", help="comma-separated: sqlite, postgres"
     )
     parser.add_argument(
         "--workers",
-        type=int,
-        default=1,
-        help="worker processes of the PostgreSQL service (SQLite serves one); the targets are for one",
+        default=DEFAULT_WORKERS,
+        help="comma-separated modes of this checkout, each N (serving processes) or N:P (and P "
+        "page processes beside each); the first is the one RESULT reports",
+    )
+    parser.add_argument(
+        "--baseline-repo",
+        type=Path,
+        help="another checkout with its own .venv (say a clone of main): served by one process "
+        "beside the modes above, reported as baseline_* in RESULT",
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="runs of every mode (medians)")
+    parser.add_argument(
+        "--tasks",
+        default="100,200",
+        help="the two round sizes (fewer on a loaded machine: its share of the CPU is smaller)",
     )
     parser.add_argument("--plot", type=Path, help="draw each round's timeline into this PNG")
     parser.add_argument(
@@ -349,37 +427,36 @@ def main() -> None:
         ),
     )
     args = parser.parse_args()
-    sizes = [100, 200]
+    sizes = [int(tasks) for tasks in args.tasks.split(",")]
     if args.quick:
-        sizes, args.steps, args.latency, args.databases = [20, 40], 3, 0.5, "sqlite"
+        sizes, args.steps, args.latency, args.databases, args.repeat = [20, 40], 3, 0.5, "sqlite", 1
     databases = args.databases.split(",")
+    modes = [Mode.parse(text) for text in args.workers.split(",")]
+    if args.baseline_repo is not None:
+        modes.append(Mode(1, checkout=args.baseline_repo.resolve()))
 
     name, html = mid_size_page()
     print(
         f"page: {name} ({len(html.encode()) / 1024:.0f} kB); {os.cpu_count()} CPU(s); "
-        f"model: scripted, {args.latency:g} s per call; {args.steps} steps per task"
+        f"model: scripted, {args.latency:g} s per call; {args.steps} steps per task; modes "
+        f"{', '.join(m.label for m in modes)} (xN: N serving processes; :P page processes each; "
+        f"main: --baseline-repo), {args.repeat} run(s) each, interleaved"
     )
     # The CPU figures below scale with the machine, and a shared machine's speed drifts (the same
     # work took 11-22 ms within minutes on one): print its speed before the rounds and after them.
     speed_before = yardstick_ms(html)
     model = ScriptedModelServer().start()
-    schema = f"bench_{uuid.uuid4().hex[:10]}"
     rounds: list[Round] = []
+    waits: dict[str, int] = {}
     try:
-        if "sqlite" in databases:
-            with tempfile.TemporaryDirectory() as tmp:
-                url = f"sqlite:///{tmp}/bench.sqlite"
-                rounds += measure("sqlite", url, model, html, sizes, args)
-        if "postgres" in databases:
-            with psycopg.connect(args.postgres_url, autocommit=True) as conn:
-                conn.execute(f'CREATE SCHEMA "{schema}"')
-            url = f"{args.postgres_url}?options=-csearch_path%3D{schema}"
-            rounds += measure("postgres", url, model, html, sizes, args)
+        for run in range(args.repeat):
+            # Each run starts with another mode, so the machine's drift falls on each alike.
+            for mode in modes[run % len(modes) :] + modes[: run % len(modes)]:
+                for database in databases:
+                    with database_url(database, args.postgres_url) as url:
+                        rounds += measure(database, url, model, html, sizes, args, mode, waits)
     finally:
         model.stop()
-        if "postgres" in databases:
-            with psycopg.connect(args.postgres_url, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     print(
         f"machine: one step's page work took {speed_before:.1f} ms before the rounds and "
         f"{yardstick_ms(html):.1f} ms after them (page_handover.yardstick_ms)"
@@ -387,16 +464,39 @@ def main() -> None:
     if args.plot:
         print(f"plot: {plot(rounds, args.plot)}")
     small, large = sizes
+    figures = {
+        "peak_inflight_ratio": (small, lambda r: r.peak_in_flight / r.tasks, min),
+        "wall_over_model_bound": (small, lambda r: r.wall_over_model_bound, max),
+        "wall_over_model_bound_large": (large, lambda r: r.wall_over_model_bound, max),
+    }
 
-    def worst(tasks: int, figure) -> float:
-        return max(figure(r) for r in rounds if r.tasks == tasks)
+    def median_of(mode: Mode, database: str, tasks: int, figure) -> float:
+        label = f"{database} {mode.label}"
+        return statistics.median(
+            figure(r) for r in rounds if r.database == label and r.tasks == tasks
+        )
 
-    print(
-        f"RESULT peak_inflight_ratio_{small}="
-        f"{min(r.peak_in_flight / r.tasks for r in rounds if r.tasks == small):.2f} "
-        f"wall_over_model_bound_{small}={worst(small, lambda r: r.wall_over_model_bound):.2f} "
-        f"wall_over_model_bound_{large}={worst(large, lambda r: r.wall_over_model_bound):.2f}"
-    )
+    print(f"medians of {args.repeat} run(s): wall over the model bound (peak in flight per task)")
+    for mode in modes:
+        for database in databases:
+            cells = "  ".join(
+                f"{tasks} tasks x{median_of(mode, database, tasks, lambda r: r.wall_over_model_bound):.2f} "
+                f"({median_of(mode, database, tasks, lambda r: r.peak_in_flight / r.tasks):.2f})"
+                for tasks in sizes
+            )
+            print(f"  {database:8s} {mode.label:8s} {cells}")
+
+    def result(mode: Mode, prefix: str = "") -> str:
+        # Each figure's median over the runs, then the worse of the databases.
+        parts = []
+        for key, (tasks, figure, worse) in figures.items():
+            value = worse(median_of(mode, database, tasks, figure) for database in databases)
+            name = key.removesuffix("_large")
+            parts.append(f"{prefix}{name}_{tasks}={value:.2f}")
+        return " ".join(parts)
+
+    baseline = [m for m in modes if m.checkout is not None]
+    print(f"RESULT {result(modes[0])}" + "".join(f" {result(m, 'baseline_')}" for m in baseline))
 
 
 def plot(rounds: list[Round], path: Path) -> Path:

@@ -37,6 +37,7 @@ import psutil
 import psycopg
 from langgraph.checkpoint.memory import InMemorySaver
 
+from benchmarks.serving import START_TIMEOUT_S
 from veriloop.context import Context
 from veriloop.graph.builder import build_graph
 from veriloop.graph.io import observation_to_input, state_to_response
@@ -162,26 +163,38 @@ def free_port() -> int:
 
 
 class ServiceProcess:
-    """``veriloop.server.main.serve`` in a subprocess, pointed at the scripted model."""
+    """``veriloop.server.main.serve`` in a subprocess, pointed at the scripted model: this
+    checkout's, or another's (``checkout``: a clone with its own ``.venv``, say today's main)."""
 
-    def __init__(self, database_url: str, model_url: str, workers: int = 1) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        model_url: str,
+        workers: int = 1,
+        *,
+        checkout: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.port = free_port()
         env = {
             **os.environ,
             "OPENAI_BASE_URL": model_url,
             "OPENAI_API_KEY": "bench",
             "LANGSMITH_TRACING": "false",
+            **(env or {}),
         }
         env.pop("VERILOOP_API_KEYS", None)
         code = f"from veriloop.server.main import serve; serve('127.0.0.1', {self.port}, {workers}, {database_url!r})"
+        python = sys.executable if checkout is None else str(checkout / ".venv" / "bin" / "python")
         self.process = subprocess.Popen(
-            [sys.executable, "-c", code],
+            [python, "-c", code],
+            cwd=checkout,
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if self.process.poll() is not None:
                 raise SystemExit(f"the service on {database_url} exited at start-up")

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import httpx
 
-START_TIMEOUT_S = 60.0
-"""How long a service may take to answer /healthz (a loaded 2-core machine needs tens of seconds)."""
+START_TIMEOUT_S = 180.0
+"""How long a service may take to answer /healthz (a loaded 2-core machine needs tens of seconds,
+several workers starting together more than a minute)."""
 
 
 def free_port() -> int:

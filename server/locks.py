@@ -5,10 +5,11 @@ the lock it sees what the first one stored, so a duplicate gets the stored
 answer and a genuinely new observation runs as the next step. Only a wait past
 the timeout answers 409 (``TaskBusy``).
 
-In one process an asyncio lock per key is enough (SQLite: one process). On
-PostgreSQL the holder also takes a session advisory lock on a hash of the key,
-on one connection the process shares for all its locks, so the lock holds across
-processes and hosts and dies with a crashed one.
+In one process an asyncio lock per key is enough. Across processes the holder also takes a lock
+the other processes see (:class:`SharedLocks`), which dies with a crashed process: on
+PostgreSQL a session advisory lock on a hash of the key, on one connection the process shares for
+all its locks, so the lock holds across hosts too; on SQLite a record lock on one byte of a file
+beside the database (:class:`FileLocks`), so it holds across the processes of one host.
 
 A lock is not a guarantee on its own: PostgreSQL drops a session's locks the moment its
 connection dies (a terminated backend, a failover, a network cut), and another process may take
@@ -22,9 +23,11 @@ What a late step could still write is refused by the checkpointer's fence
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
+import os
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -96,7 +99,98 @@ class LocalLocks:
         yield
 
 
-class PostgresLocks(LocalLocks):
+class SharedLocks(LocalLocks):
+    """Locks that hold across processes: the local lock, then :meth:`holding`."""
+
+    @asynccontextmanager
+    async def _shared(self, key: str) -> AsyncIterator[None]:
+        async with self.holding(key):
+            yield
+
+    def holding(self, key: str, *, wait: bool = True) -> AbstractAsyncContextManager[None]:
+        """Hold ``key`` across processes for the body: wait up to ``timeout_s`` (or try once when
+        not ``wait``); TaskBusy while another process holds it."""
+        raise NotImplementedError
+
+    async def held(self, key: str) -> bool:
+        """True when some process (this one included) holds ``key`` right now."""
+        raise NotImplementedError
+
+
+class FileLocks(SharedLocks):
+    """The local lock, then a POSIX record lock (``lockf``) on one byte of a lock file: the SQLite
+    database's processes on one host (every process serving a file names the same lock file).
+
+    The byte is the key's 64-bit hash (as PostgreSQL's advisory key), so two keys share a byte
+    about never; if they do, they only wait for each other. The kernel drops a process's record
+    locks when it exits, however it ends. Record locks belong to the process, not to a
+    descriptor, and closing any descriptor of the file drops them all: the file is opened once and
+    kept open, and a byte held for two keys of this process is counted, not locked twice. Another
+    process's lock is polled (every ``poll_s``, never a blocking ``F_SETLKW`` on the event loop).
+    """
+
+    def __init__(self, path: str, timeout_s: float, poll_s: float = 0.05) -> None:
+        super().__init__(timeout_s)
+        self.path = path
+        self.poll_s = poll_s
+        self._fd: int | None = None
+        self._held: dict[int, int] = {}  # byte -> holders in this process
+
+    @asynccontextmanager
+    async def holding(self, key: str, *, wait: bool = True) -> AsyncIterator[None]:
+        byte = advisory_key(key) & _LOCK_BYTES
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (self.timeout_s if wait else 0)
+        while not self._try_lock(byte):
+            if loop.time() >= deadline:
+                raise TaskBusy(key)
+            await asyncio.sleep(self.poll_s)
+        try:
+            yield
+        finally:
+            self._unlock(byte)
+
+    async def held(self, key: str) -> bool:
+        byte = advisory_key(key) & _LOCK_BYTES
+        if byte in self._held:
+            return True
+        if not self._try_lock(byte):
+            return True
+        self._unlock(byte)
+        return False
+
+    def _try_lock(self, byte: int) -> bool:
+        if byte in self._held:
+            self._held[byte] += 1
+            return True
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.lockf(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, byte)
+        except OSError:  # EAGAIN or EACCES: another process holds it
+            return False
+        self._held[byte] = 1
+        return True
+
+    def _unlock(self, byte: int) -> None:
+        self._held[byte] -= 1
+        if not self._held[byte]:
+            del self._held[byte]
+            fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, byte)
+
+    def close(self) -> None:
+        """Close the lock file (every lock this process holds on it is released)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+            self._held.clear()
+
+
+_LOCK_BYTES = 2**62 - 1
+"""A lock byte is the key's hash within this mask: a non-negative offset that fits any ``off_t``."""
+
+
+class PostgresLocks(SharedLocks):
     """The local lock, then a session-level PostgreSQL advisory lock on one shared connection.
 
     A session lock needs no transaction, so one connection holds the locks of every step this
@@ -123,14 +217,7 @@ class PostgresLocks(LocalLocks):
         self._watchdog: asyncio.Task | None = None
 
     @asynccontextmanager
-    async def _shared(self, key: str) -> AsyncIterator[None]:
-        async with self.holding(key):
-            yield
-
-    @asynccontextmanager
     async def holding(self, key: str, *, wait: bool = True) -> AsyncIterator[None]:
-        """Hold ``key`` across processes for the body: poll up to ``timeout_s`` (or try once when
-        not ``wait``); TaskBusy while another process holds it."""
         lock_id = advisory_key(key)
         deadline = asyncio.get_running_loop().time() + (self.timeout_s if wait else 0)
         while True:
@@ -191,7 +278,6 @@ class PostgresLocks(LocalLocks):
             release.add_done_callback(self._releasing.discard)
 
     async def held(self, key: str) -> bool:
-        """True when some process (this one included) holds ``key`` right now."""
         lock_id = advisory_key(key)
         held, _ = await self._fetch(
             "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "

@@ -68,15 +68,16 @@ def serve(
     """Serve the interact API until interrupted.
 
     ``database_url`` overrides ``VERILOOP_DATABASE_URL`` (passed to workers
-    through the environment). More than one worker needs PostgreSQL: SQLite
-    locks live in one process.
+    through the environment). Workers share one port; on SQLite they share the
+    database file and its lock file, so they must run on one host (PostgreSQL:
+    any number of hosts), and an in-memory database serves one process.
     """
     if database_url:
         os.environ["VERILOOP_DATABASE_URL"] = database_url
     settings = Settings.from_env()  # fail on a bad configuration before forking workers
-    if workers > 1 and not settings.is_postgres:
+    if workers > 1 and not settings.is_postgres and settings.sqlite_path == ":memory:":
         raise ValueError(
-            "workers > 1 needs VERILOOP_DATABASE_URL=postgresql://...; SQLite serves one process"
+            "workers > 1 needs a database file: an in-memory SQLite database lives in one process"
         )
     config = uvicorn.Config(
         APP_FACTORY,

@@ -1,8 +1,9 @@
 """Opening the service's storage: a LangGraph checkpointer (task state), a LangGraph store (task index), task locks.
 
-SQLite (default): one file holds both, locks are in-process (one process).
-PostgreSQL (``postgresql://...``): both on one connection pool, locks are
-advisory locks on one more connection, so any number of processes can serve.
+SQLite (default): one file holds both, locks are record locks on a file beside it, so the
+processes of one host can serve it. PostgreSQL (``postgresql://...``): both on one connection
+pool, locks are advisory locks on one more connection, so any number of processes and hosts can
+serve.
 Schema set-up runs on every start (idempotent).
 
 The checkpointer is fenced: a checkpoint the service saves is refused when its parent already has
@@ -32,7 +33,7 @@ from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from veriloop.server.locks import LocalLocks, PostgresLocks, advisory_key
+from veriloop.server.locks import FileLocks, LocalLocks, PostgresLocks, advisory_key
 from veriloop.server.settings import Settings
 
 DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (psycopg.OperationalError,)
@@ -205,20 +206,33 @@ async def _sqlite(settings: Settings) -> AsyncIterator[Persistence]:
     path = settings.sqlite_path
     if path != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
+    # A file's processes (``--workers``) share locks through a file beside it; a memory
+    # database lives in one process.
+    locks = (
+        LocalLocks(settings.lock_timeout_s)
+        if path == ":memory:"
+        else FileLocks(f"{path}.locks", settings.lock_timeout_s)
+    )
     async with (
         FencedSqliteSaver.from_conn_string(path) as saver,
         SqliteStore.from_conn_string(path) as store,
     ):
-        await saver.setup()
-        await store.setup()
-        await saver.conn.execute(FENCE_SQLITE_SQL)
-        await saver.conn.commit()
-        # Two connections write one file: under a burst, one waits for the other's write. SQLite's
-        # default 5 s wait ended in "database is locked" (a 500) in the fuzz run; wait longer.
+        # Two connections (per process) write one file: under a burst, one waits for another's
+        # write. SQLite's default 5 s wait ended in "database is locked" (a 500) in the fuzz run;
+        # wait longer.
         for conn in (saver.conn, store.conn):
             await conn.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-
-        yield Persistence(saver, store, LocalLocks(settings.lock_timeout_s))
+        # Processes starting together take turns through the migrations.
+        async with locks.hold(SETUP_LOCK):
+            await saver.setup()
+            await store.setup()
+            await saver.conn.execute(FENCE_SQLITE_SQL)
+            await saver.conn.commit()
+        try:
+            yield Persistence(saver, store, locks)
+        finally:
+            if isinstance(locks, FileLocks):
+                locks.close()
 
 
 @asynccontextmanager

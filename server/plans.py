@@ -55,7 +55,7 @@ from veriloop.schemas.manifest import AgentSpec, Manifest, ManifestStep, PlanShe
 from veriloop.schemas.plan_run import FINISHED_STATUSES, PlanRunReport, ReviewDecision
 from veriloop.schemas.usage import total_usage
 from veriloop.server.index import now
-from veriloop.server.locks import LocalLocks, LockLost, PostgresLocks, TaskBusy
+from veriloop.server.locks import LocalLocks, LockLost, SharedLocks, TaskBusy
 from veriloop.server.persistence import fenced_out
 from veriloop.server.service import InvalidField, ServiceError
 from veriloop.server.tenants import current_tenant, scoped_id
@@ -448,9 +448,9 @@ class PlanService:
     async def _exclusive(self, thread: str) -> AsyncIterator[None]:
         """Hold the run's lock now, or raise RunConflict (no waiting: the run may take hours).
 
-        In this process a set of executing runs; across processes (PostgreSQL) the advisory lock
-        that ``locks.hold("plan:<thread id>")`` would take, tried instead of waited for, and released
-        at the end (or with a killed process's session).
+        In this process a set of executing runs; across processes the shared lock that
+        ``locks.hold("plan:<thread id>")`` would take, tried instead of waited for, and released
+        at the end (or with a killed process).
         """
         busy = RunConflict("the plan run is executing; try again once it stops or pauses")
         if thread in self._running:
@@ -458,7 +458,7 @@ class PlanService:
         self._running.add(thread)
         try:
             async with AsyncExitStack() as held:
-                if isinstance(self.locks, PostgresLocks):
+                if isinstance(self.locks, SharedLocks):
                     try:
                         await held.enter_async_context(
                             self.locks.holding(_lock_key(thread), wait=False)
@@ -473,8 +473,8 @@ class PlanService:
         """True when a server process is executing the run right now."""
         if thread in self._running:
             return True
-        if not isinstance(self.locks, PostgresLocks):
-            return False  # SQLite: one process
+        if not isinstance(self.locks, SharedLocks):
+            return False  # one process (an in-memory database)
         return await self.locks.held(_lock_key(thread))
 
     async def aclose(self) -> None:

@@ -330,7 +330,10 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     workers: Annotated[
-        int, typer.Option(min=1, help="Worker processes (more than one needs PostgreSQL).")
+        int,
+        typer.Option(
+            min=1, help="Serving processes on one port (SQLite: on this host; see docs/service.md)."
+        ),
     ] = 1,
     database_url: Annotated[
         str | None,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from veriloop.engines.prediction import (
@@ -22,6 +25,8 @@ from veriloop.engines.prediction import (
 )
 from veriloop.engines.skeleton import parse_html
 from veriloop.schemas import ActionParseError, ClientVerification, parse_action
+
+REPO = Path(__file__).resolve().parents[2]
 
 DOM = """<body>
   <a data-veriloop-id="1" href="/orders">Orders</a>
@@ -338,3 +343,65 @@ def test_a_recorded_prediction_is_checked_against_the_page_and_the_client():
         )
         is None
     )
+
+
+# --- reading the target from its start tag ------------------------------------------------------
+
+
+def _parsed_type(action: str, dom: str) -> str:
+    """What classification answers from a full parse of ``dom`` (the reference)."""
+    from veriloop.engines import prediction
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(prediction, "_start_tag", lambda dom, element_id: None)
+        return classify_action_type(action, dom)
+
+
+@pytest.mark.parametrize(
+    "dom",
+    [
+        # A commented-out copy, a ">" inside an earlier value, other spellings of the number first,
+        # a number in the page's text, entities and a duplicate attribute.
+        '<body><!-- <a data-veriloop-id="1" href="/x"> --><button data-veriloop-id="1">Go</button></body>',
+        '<body><b title="a>b" data-veriloop-id="1" role="link">x</b></body>',
+        "<body><a data-veriloop-id='1' href='/a'>A</a><button data-veriloop-id=\"1\">B</button></body>",
+        '<body><a data-veriloop-id=1 href=/a>A</a><button data-veriloop-id="1">B</button></body>',
+        '<body><p>data-veriloop-id="1"</p><a data-veriloop-id="1" href="/a">A</a></body>',
+        '<body><button data-veriloop-id="1" aria-haspopup="&#116;rue" aria-haspopup="false">M</button></body>',
+        '<body><DIV DATA-VERILOOP-ID="1" HREF="/d">D</DIV></body>',
+        '<body><button data-veriloop-id="10">Ten</button><a data-veriloop-id="1" href="/a">A</a></body>',
+    ],
+)
+def test_the_start_tag_reading_agrees_with_a_parse(dom):
+    for action in ("click(1)", "click(10)"):
+        assert classify_action_type(action, dom) == _parsed_type(action, dom)
+
+
+def test_the_start_tag_reading_agrees_with_a_parse_on_corpus_compact_pages():
+    from veriloop.engines.dom_context import compact_page
+    from veriloop.engines.prediction import _start_tag
+
+    corpus = Path(os.environ.get("VERILOOP_CORPUS_HTML") or REPO.parent / "shared/corpus/html")
+    pages = sorted(corpus.glob("*.html"))[::12]
+    assert pages, f"the corpus is missing: no *.html pages in {corpus}"
+    compared = read = 0
+    for path in pages:
+        page = compact_page(_numbered(path.read_text(errors="replace")))
+        for element_id in sorted(page.element_ids)[:40]:
+            action = f"click({element_id})"
+            assert classify_action_type(action, page.html) == _parsed_type(action, page.html)
+            compared += 1
+            read += _start_tag(page.html, element_id) is not None
+    assert compared > 100
+    assert read >= 0.95 * compared  # a compact page seldom needs the parse
+
+
+def _numbered(html: str) -> str:
+    """``html`` with its links, buttons, fields and ARIA widgets numbered, as the snapshot script does."""
+    from lxml import etree
+
+    root = parse_html(html)
+    widgets = root.xpath("//a | //button | //input | //select | //*[@role] | //*[@aria-haspopup]")
+    for number, element in enumerate(widgets, 1):
+        element.set("data-veriloop-id", str(number))
+    return etree.tostring(root, encoding="unicode", method="html")

@@ -1,5 +1,6 @@
-"""Two service processes on one PostgreSQL: tasks move between them, duplicates make one step,
-and 20 tasks x 10 steps interleaved across both lose, duplicate and cross-wire nothing."""
+"""Two service processes on one database (PostgreSQL, or one SQLite file on this host): tasks move
+between them, duplicates make one step, and 20 tasks x 10 steps interleaved across both lose,
+duplicate and cross-wire nothing."""
 
 from __future__ import annotations
 
@@ -12,12 +13,16 @@ from veriloop.llm.scripted import Delay
 from veriloop.schemas.outputs import SemanticVerdict
 
 
-@pytest.fixture
-def pair(
-    pg_url, process_servers, playbook
-):  # pg_url first: its schema is dropped after the servers stop
-    """Two processes started together on one fresh schema (their set-up runs concurrently)."""
-    return process_servers(pg_url, count=2)
+@pytest.fixture(params=["postgres", "sqlite"])
+def pair(request, tmp_path, process_servers, playbook):
+    """Two processes started together on one fresh schema or SQLite file (their set-up runs
+    concurrently)."""
+    if request.param == "postgres":
+        # Asked for before the servers start: its schema is dropped after they stop.
+        url = request.getfixturevalue("pg_url")
+    else:
+        url = f"sqlite:///{tmp_path / 'veriloop.sqlite'}"
+    return process_servers(url, count=2)
 
 
 def test_a_task_started_on_one_process_continues_on_the_other(pair):
@@ -114,3 +119,11 @@ def test_twenty_tasks_ten_steps_each_across_two_processes(pair):
 
 def _client_for(pair, url):
     return next(server for server in pair if server.url == url).client()
+
+
+def test_workers_need_a_database_file(monkeypatch):
+    from veriloop.server.main import serve
+
+    monkeypatch.setenv("VERILOOP_DATABASE_URL", "sqlite:///:memory:")  # restored after the test
+    with pytest.raises(ValueError, match="in-memory"):
+        serve(workers=2, database_url="sqlite:///:memory:")
