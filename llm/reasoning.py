@@ -22,6 +22,7 @@ from typing import Any
 import openai
 
 from veriloop.context import HIGHEST_EFFORT_PURPOSES
+from veriloop.llm.dialects import dialect_of
 from veriloop.schemas.usage import Purpose
 
 log = logging.getLogger(__name__)
@@ -102,22 +103,30 @@ def _rejects_effort(exc: openai.BadRequestError) -> bool:
     return any(word in text.lower() for word in ("reasoning", "thinking"))
 
 
+def _token_cap(request: dict[str, Any], max_tokens: int | None) -> dict[str, Any]:
+    """The cap as the request's server reads it: llama-cpp-python's server (the only one speaking
+    ``json_object_schema``) knows only ``max_tokens`` and ignores ``max_completion_tokens``, which
+    OpenAI's reasoning models require instead."""
+    if max_tokens is None:
+        return {}
+    if dialect_of(request) == "json_object_schema":
+        return {"max_tokens": max_tokens}
+    return {"max_completion_tokens": max_tokens}
+
+
 def with_call_options(exchange: Any, options: CallOptions, endpoint: str, model: str) -> Any:
     """``exchange`` with ``options`` added to each request; a rejected effort is dropped and remembered.
 
     The request the server refused for ``reasoning_effort`` is sent again without it, once; every
     other answer or error goes to ``exchange`` unchanged.
     """
-    extra: dict[str, Any] = {}
-    if options.max_tokens is not None:
-        extra["max_completion_tokens"] = options.max_tokens
     try:
         request = next(exchange)
         while True:
             effort = options.reasoning_effort
             if effort is not None and rejected_effort(endpoint, model):
                 effort = None
-            sent = {**request, **extra}
+            sent = {**request, **_token_cap(request, options.max_tokens)}
             if effort is not None:
                 sent["reasoning_effort"] = effort
             try:

@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 LLAMA_CPP_PYTHON=${VERILOOP_LLAMA_CPP_PYTHON:-llama-cpp-python==0.3.36}
 WHEELS=${VERILOOP_WHEEL_CACHE:-$HOME/.cache/veriloop/wheels}
 # The default native build crashes at the first token on some CPUs (general protection fault in
-# libggml-cpu); these flags build code every x86-64 machine with AVX2 runs.
-export CMAKE_ARGS=${CMAKE_ARGS:-"-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"}
+# libggml-cpu); these flags build code every x86-64 machine with AVX2 runs. LLAVA_BUILD=OFF skips the
+# multimodal library (mtmd): the server imports it only for image chat formats.
+export CMAKE_ARGS=${CMAKE_ARGS:-"-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF"}
 mkdir -p "$WHEELS"
 version=${LLAMA_CPP_PYTHON#*==}
 if ! .venv/bin/python -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$version')" 2>/dev/null; then

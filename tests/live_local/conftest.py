@@ -124,6 +124,9 @@ def proxy(local_model: LocalModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[
         # behind the request the server is still working on.
         monkeypatch.setenv("VERILOOP_LLM_TIMEOUT_S", "600")
         monkeypatch.setenv("VERILOOP_LLM_MAX_RETRIES", "0")
+        # A rambling answer stops here instead of at the end of the 8,192-token context (minutes
+        # on a loaded CPU); it is then a truncated answer, which the agent counts as unusable.
+        monkeypatch.setenv("VERILOOP_MAX_TOKENS", "1024")
         monkeypatch.setenv("VERILOOP_DOM_CONTEXT_CHARS", "3000")  # shorter prompts, same code path
         clear_llm_cache()  # fresh clients and dialects: each test sees the detection happen
         yield recording

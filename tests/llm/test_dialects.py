@@ -15,6 +15,7 @@ import pytest
 from veriloop.context import Context
 from veriloop.llm import LLMOutputError, LLMUnavailable, OpenAIStructuredLLM, get_llm
 from veriloop.llm.dialects import DIALECTS, learned_dialect, loads_lenient, parse_dialect
+from veriloop.llm.reasoning import CallOptions
 from veriloop.llm.scripted import Fail, RawBody, ScriptedModelServer
 from veriloop.schemas import ActionChoice, SemanticVerdict
 
@@ -132,6 +133,21 @@ def test_a_rejected_json_schema_steps_down_to_json_object_with_schema_and_is_rem
     other = client(server, model="other")
     assert other.dialect == "json_schema"
     assert learned_dialect(first._endpoint, "local") == "json_object_schema"
+
+
+def test_the_token_cap_is_spelled_as_each_dialect_s_server_reads_it(
+    server: ScriptedModelServer,
+) -> None:
+    # llama-cpp-python's server ignores max_completion_tokens: a model rambling inside a JSON
+    # string would run to the end of its context instead of stopping at the cap.
+    server.rejections["json_schema"] = LLAMA_CPP_PYTHON_500
+    server.on("verification", lambda req: VERDICT)
+    capped = client(server, options=CallOptions(max_tokens=64))
+
+    assert capped.structured("verification", MESSAGES, SemanticVerdict).value == VERDICT
+    rejected, fallback = server.requests
+    assert rejected.body["max_completion_tokens"] == 64 and "max_tokens" not in rejected.body
+    assert fallback.body["max_tokens"] == 64 and "max_completion_tokens" not in fallback.body
 
 
 @pytest.mark.anyio
