@@ -2,24 +2,27 @@
 
 Two ``veriloop serve`` processes (``benchmarks.service_overhead.ServiceProcess``) share one fresh
 schema; the scripted model answers every call after ``--latency`` seconds. ``--tasks`` tasks run
-at once, ``--steps`` steps each; every step after the first is sent to both processes at the same
-moment with the identical body (same ``requestId``, the ``stepIndex`` it answers), and sent again
-after a 503 or a dropped connection. Meanwhile every service connection (both processes' pools
-and lock sessions, found by their ``application_name``) is terminated ``--terminations`` times
-with ``pg_terminate_backend``: a lock dies while its step runs, and the resend on the other
-process takes the task.
+at once, ``--steps`` steps each; every step, the first (which starts the task) included, is sent
+to both processes at the same moment with the identical body (same ``requestId``, the
+``stepIndex`` it answers), and sent again after a 503 or a dropped connection. Meanwhile every
+service connection (both processes' pools and lock sessions, found by their ``application_name``)
+is terminated ``--terminations`` times with ``pg_terminate_backend``, the first time while the
+tasks start: a lock dies while its step runs, and the resend on the other process takes the task.
 
 Then it counts, from the service's own answers and tables:
 
 - ``lost``: steps a client was answered for that the task's history lacks;
 - ``duplicated``: history records beyond one per step index;
 - ``siblings``: checkpoints sharing a parent in one thread and namespace;
+- ``split_starts``: tasks whose start the two processes answered with different task ids (two
+  tasks for one request);
 - ``wrong_step_index``: 200 answers whose ``stepIndex`` is not the one the request expected
   (503s during the outage are expected and only counted).
 
     python -m benchmarks.lock_loss [--tasks 100] [--steps 5] [--latency 1.0] [--terminations 3] [--quick]
 
-Last line: ``RESULT lost=.. duplicated=.. siblings=.. wrong_step_index=.. tasks=.. terminations=..``.
+Last line: ``RESULT lost=.. duplicated=.. siblings=.. split_starts=.. wrong_step_index=.. tasks=..
+terminations=..``.
 """
 
 from __future__ import annotations
@@ -56,7 +59,9 @@ class Tally:
     answered: dict[str, int] = field(default_factory=dict)
     """Task id -> the steps its client was answered for."""
     in_flight: int = 0
-    """Later steps (a lock held, a model call running) sent and not yet answered."""
+    """Steps (a lock held, a model call running) sent and not yet answered."""
+    split_starts: int = 0
+    """Starts answered with two different task ids."""
 
 
 async def send(client: httpx.AsyncClient, body: dict, expected: int, tally: Tally) -> dict:
@@ -80,23 +85,28 @@ async def send(client: httpx.AsyncClient, body: dict, expected: int, tally: Tall
 
 
 async def run_task(tab: int, urls: list[str], steps: int, tally: Tally) -> None:
-    """One task: its first step on one process, every later step on both at once."""
+    """One task: every step on both processes at once."""
     page = PAGE.format(tab=tab)
     async with contextlib.AsyncExitStack() as stack:
         clients = [
             await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=120))
             for url in urls
         ]
-        first = observation(page, None, 0) | {"requestId": f"{tab}-0"}
-        task_id = (await send(clients[tab % 2], first, 0, tally))["taskId"]
-        tally.answered[task_id] = 1
-        for n in range(1, steps):
-            body = observation(page, task_id, n) | {"stepIndex": n - 1, "requestId": f"{tab}-{n}"}
+        task_id = None
+        for n in range(steps):
+            body = observation(page, task_id, n) | {"requestId": f"{tab}-{n}"}
+            if n:
+                body["stepIndex"] = n - 1
             tally.in_flight += 1
             try:
-                await asyncio.gather(*(send(client, body, n, tally) for client in clients))
+                replies = await asyncio.gather(
+                    *(send(client, body, n, tally) for client in clients)
+                )
             finally:
                 tally.in_flight -= 1
+            started = {reply["taskId"] for reply in replies}
+            tally.split_starts += len(started) - 1
+            task_id = task_id or replies[0]["taskId"]
             tally.answered[task_id] = n + 1
 
 
@@ -113,9 +123,10 @@ def terminate(admin_url: str, application_name: str) -> int:
 async def terminator(
     admin_url: str, application_name: str, args, tally: Tally, done: list[int]
 ) -> None:
-    """Every ``args.every`` seconds, once a later step is in its model call, terminate."""
-    for _ in range(args.terminations):
-        await asyncio.sleep(args.every)
+    """At once (while the tasks start), then every ``args.every`` seconds, once a step is in its
+    model call, terminate."""
+    for round_number in range(args.terminations):
+        await asyncio.sleep(args.every if round_number else 0)
         while not tally.in_flight:
             await asyncio.sleep(0.02)
         await asyncio.sleep(args.latency / 2)
@@ -157,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
         "--every",
         type=float,
         default=4.0,
-        help="seconds between terminations (the first too); each waits for a step in flight",
+        help="seconds between terminations; each waits for a step in its model call",
     )
     parser.add_argument(
         "--quick", action="store_true", help="6 tasks of 3 steps, 0.3 s model, one termination"
@@ -182,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.postgres_url}?options=-csearch_path%3D{schema}&application_name={application_name}"
     )
     print(
-        f"{args.tasks} tasks x {args.steps} steps, each later step sent to both processes at once; "
+        f"{args.tasks} tasks x {args.steps} steps, each step sent to both processes at once; "
         f"model {args.latency:g} s a call; {args.terminations} terminations, every {args.every:g} s"
     )
     try:
@@ -200,6 +211,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(
         f"RESULT lost={lost} duplicated={duplicated} siblings={siblings} "
+        f"split_starts={tally.split_starts} "
         f"wrong_step_index={tally.wrong_step_index} tasks={len(tally.answered)} "
         f"terminations={sum(1 for k in killed if k)}"
     )

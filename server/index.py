@@ -77,6 +77,12 @@ class RetryKey:
         """The key in the answers namespace."""
         return f"{self.scope}:{self.request_id}"
 
+    def task_id(self, tenant: str) -> str:
+        """The id of the task this request starts: the same for every copy of the request (so
+        two processes starting it run one thread), another for another tenant or body."""
+        named = f"{tenant}\0{self.store_key}\0{self.fingerprint}".encode()
+        return hashlib.blake2b(named, digest_size=16).hexdigest()
+
 
 class TaskIndex:
     """Reads and writes the task index."""

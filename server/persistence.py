@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psycopg
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, empty_checkpoint
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.store.base import BaseStore, Op, Result
@@ -52,25 +52,37 @@ HEAD_SQL = (
 """The id of a thread's latest checkpoint, chosen as both checkpointers choose it, without loading it."""
 FENCE = "fenced"
 """Metadata key that marks a checkpoint the service saved (the fence covers only those)."""
-FENCE_NAME = "checkpoints_one_fenced_child"
-"""The PostgreSQL unique index and the SQLite trigger that refuse a second fenced child."""
+FENCE_NAME = "checkpoints_one_fenced_child_or_root"
+"""The PostgreSQL unique index and the SQLite trigger that refuse a second fenced child of one
+checkpoint, or a second fenced first checkpoint of one thread (two starts of one new task; a
+subgraph's first checkpoints are left out: each task of a superstep has its own namespace)."""
+FENCE_BEFORE_ROOTS = "checkpoints_one_fenced_child"
+"""The earlier fence, which left first checkpoints out: replaced where a database still has it."""
 FENCE_PG_SQL = (
+    f"DROP INDEX IF EXISTS {FENCE_BEFORE_ROOTS}; "
     f"CREATE UNIQUE INDEX IF NOT EXISTS {FENCE_NAME} ON checkpoints "
-    f"(thread_id, checkpoint_ns, parent_checkpoint_id) WHERE (metadata ->> '{FENCE}') IS NOT NULL"
+    "(thread_id, checkpoint_ns, COALESCE(parent_checkpoint_id, '')) "
+    f"WHERE (metadata ->> '{FENCE}') IS NOT NULL "
+    "AND (parent_checkpoint_id IS NOT NULL OR checkpoint_ns = '')"
 )
 FENCE_SQLITE_SQL = f"""
+DROP TRIGGER IF EXISTS {FENCE_BEFORE_ROOTS};
 CREATE TRIGGER IF NOT EXISTS {FENCE_NAME} BEFORE INSERT ON checkpoints
-WHEN NEW.parent_checkpoint_id IS NOT NULL
-  AND json_extract(CAST(NEW.metadata AS TEXT), '$.{FENCE}') IS NOT NULL
+WHEN json_extract(CAST(NEW.metadata AS TEXT), '$.{FENCE}') IS NOT NULL
+  AND (NEW.parent_checkpoint_id IS NOT NULL OR NEW.checkpoint_ns = '')
   AND EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = NEW.thread_id
-    AND checkpoint_ns = NEW.checkpoint_ns AND parent_checkpoint_id = NEW.parent_checkpoint_id
+    AND checkpoint_ns = NEW.checkpoint_ns AND parent_checkpoint_id IS NEW.parent_checkpoint_id
     AND checkpoint_id <> NEW.checkpoint_id
     AND json_extract(CAST(metadata AS TEXT), '$.{FENCE}') IS NOT NULL)
-BEGIN SELECT RAISE(ABORT, '{FENCE_NAME}: the parent checkpoint has a child already'); END
+BEGIN SELECT RAISE(ABORT, '{FENCE_NAME}: the parent checkpoint has a child already'); END;
 """
 CHILDREN_SQL = (
     "SELECT checkpoint_id FROM checkpoints WHERE thread_id = {0} AND checkpoint_ns = '' "
     "AND parent_checkpoint_id = {0} ORDER BY checkpoint_id"
+)
+ROOTS_SQL = (
+    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = {0} AND checkpoint_ns = '' "
+    "AND parent_checkpoint_id IS NULL ORDER BY checkpoint_id"
 )
 DISCARD_SQL = (
     "DELETE FROM {table} WHERE thread_id = {0} AND checkpoint_ns = '' AND checkpoint_id = {0}"
@@ -96,8 +108,8 @@ class Fenced:
     service's commit protocol needs (``ahead``, ``achildren``, ``adiscard``).
 
     Why a database rule and not a check in ``aput``: two processes check at the same moment and
-    both see no child. PostgreSQL enforces a partial unique index on
-    (thread_id, checkpoint_ns, parent_checkpoint_id) atomically (the saver's upsert names only
+    both see no child. PostgreSQL enforces a partial unique index on (thread_id, checkpoint_ns,
+    parent_checkpoint_id, '' for a thread's first) atomically (the saver's upsert names only
     its primary key, so the index raises UniqueViolation). In SQLite a unique index would not do:
     the saver writes with INSERT OR REPLACE, which would delete the first child to make room for
     the second; a BEFORE INSERT trigger that RAISEs aborts the statement instead, and SQLite runs
@@ -122,6 +134,25 @@ class Fenced:
     async def achildren(self, thread_id: str, parent_id: str) -> list[str]:
         """The ids of the checkpoints saved on ``parent_id`` (at most one fenced; oldest first)."""
         return await self._rows(CHILDREN_SQL, thread_id, parent_id)
+
+    async def aroot(self, thread_id: str) -> str:
+        """The id of the thread's first checkpoint, an empty one saved now if it has none.
+
+        Every start of a task runs pinned to it. A run from no checkpoint would load the
+        thread's latest instead, which a failed start on another process may have saved in the
+        meantime, and keep its history as writes on that checkpoint, discarded with it.
+        """
+        if not (roots := await self._rows(ROOTS_SQL, thread_id)):
+            root = empty_checkpoint()
+            config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+            try:
+                await self.aput(config, root, {"step": -2}, {})
+                return root["id"]
+            except Exception as exc:
+                if not fenced_out(exc):
+                    raise
+            roots = await self._rows(ROOTS_SQL, thread_id)  # another start saved it first
+        return roots[0]
 
     async def adiscard(self, thread_id: str, checkpoint_id: str) -> None:
         """Delete one checkpoint and its writes (an unfinished run's leftovers)."""
@@ -226,7 +257,7 @@ async def _sqlite(settings: Settings) -> AsyncIterator[Persistence]:
         async with locks.hold(SETUP_LOCK):
             await saver.setup()
             await store.setup()
-            await saver.conn.execute(FENCE_SQLITE_SQL)
+            await saver.conn.executescript(FENCE_SQLITE_SQL)
             await saver.conn.commit()
         try:
             yield Persistence(saver, store, locks)

@@ -161,11 +161,20 @@ class TaskService:
             raise InvalidField("query", "a new task (no taskId) needs a non-empty goal")
         if key is None:
             return await self._run(tenant, uuid.uuid4().hex, None, request, key)
-        async with self.locks.hold(f"{tenant}:{key.store_key}"):
+        # The request names its task, so every copy of it (two processes whose lock died, a resend
+        # after a failure) runs one thread, under the task's lock like any step, pinned to one
+        # empty first checkpoint: the fence admits one step on it, and a step saved by a process
+        # that died before recording it is adopted here.
+        task_id = key.task_id(tenant)
+        async with self.locks.hold(f"task:{task_id}"):
             stored = await self.index.answer(tenant, key)
             if stored is not None:
                 return stored
-            return await self._run(tenant, uuid.uuid4().hex, None, request, key)
+            root = await self.checkpoints.aroot(task_id)
+            for child, state in await self._saved_on(task_id, root):
+                log.warning("task %s: adopting its first step %s", task_id, child)
+                return await self._commit(tenant, None, state.values, child, request.url, key)
+            return await self._run(tenant, task_id, None, request, key, root=root)
 
     async def _replay(
         self, entry: TaskEntry, request: InteractRequest, key: RetryKey | None
@@ -186,9 +195,12 @@ class TaskService:
         entry: TaskEntry | None,
         request: InteractRequest,
         key: RetryKey | None,
+        *,
+        root: str | None = None,
     ) -> InteractResponse:
-        """One graph invocation from the pinned checkpoint; the step commits when its checkpoint
-        is saved (the fence admits one child per checkpoint), then the index entry records it.
+        """One graph invocation from the pinned checkpoint (the entry's; for a new task, its
+        ``root``); the step commits when its checkpoint is saved (the fence admits one child per
+        checkpoint), then the index entry records it.
 
         Anything failing before the checkpoint is saved (provider down, the database lost, the
         step deadline, the lock lost, a crash) leaves the task as it was: what the run saved is
@@ -200,14 +212,15 @@ class TaskService:
         # Addressed by id, never "the latest": LangGraph then stores the run's history records in
         # its own checkpoint instead of as writes on the start checkpoint, where a second run from
         # the same checkpoint (a step whose lock died) would have added its own beside them.
-        config = _pinned(task_id, entry.checkpoint_id if entry else None)
+        start = entry.checkpoint_id if entry else root
+        config = _pinned(task_id, start)
         if key is not None:  # read back if the step is adopted (_settle)
             config["configurable"] |= {RETRY_ID: key.request_id, RETRY_FINGERPRINT: key.fingerprint}
         try:
             values, checkpoint_id = await self._invoke(graph_input, config)
         except BaseException as exc:
             try:
-                await asyncio.shield(self._forget_failed_run(task_id, entry))
+                await asyncio.shield(self._forget_failed_run(task_id, start))
             except Exception:  # the database is gone too: the next request's _settle cleans up
                 log.warning(
                     "task %s: could not discard a failed run's checkpoint", task_id, exc_info=True
@@ -337,14 +350,15 @@ class TaskService:
             ) from exc
         return values, checkpoint_id
 
-    async def _forget_failed_run(self, task_id: str, entry: TaskEntry | None) -> None:
-        """Leave the checkpointer as it was before a failed run (the index never saw the run)."""
-        if entry is None:
+    async def _forget_failed_run(self, task_id: str, start: str | None) -> None:
+        """Leave the checkpointer as it was before a failed run from ``start`` (the index never
+        saw the run)."""
+        if start is None:  # a new task whose id only this request knew (no requestId)
             await self.graph.checkpointer.adelete_thread(task_id)
             return
         # A finished checkpoint stays (the run failed after it was saved, or it is another run's):
-        # it is a committed step, which only the lock's holder adopts (_settle).
-        await self._saved_on(task_id, entry.checkpoint_id)
+        # it is a committed step, which only the lock's holder adopts (_settle, _start).
+        await self._saved_on(task_id, start)
 
     async def _entry(self, tenant: str, task_id: str) -> TaskEntry:
         entry = await self.index.get(tenant, task_id)

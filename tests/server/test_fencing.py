@@ -22,7 +22,7 @@ from service_testkit import goal, observation, python_step
 from veriloop.context import Context, PlanContext
 from veriloop.llm.scripted import Delay
 from veriloop.schemas.api import InteractRequest, PlanRunRequest
-from veriloop.schemas.outputs import SemanticVerdict
+from veriloop.schemas.outputs import ActionChoice, SemanticVerdict
 from veriloop.server.app import compile_graph
 from veriloop.server.index import TaskIndex
 from veriloop.server.locks import LocalLocks, LockLost, PostgresLocks
@@ -147,6 +147,19 @@ async def test_one_step_run_at_once_by_two_processes_commits_once(
         assert [v.step_index for v in detail.verifications] == [0, 1]
 
 
+async def saved_but_never_recorded(service: TaskService, body: dict, monkeypatch) -> None:
+    """Send ``body`` to a process that dies between saving the step and recording it."""
+    record = service.index.record
+
+    async def die_before_recording(entry, key):
+        raise asyncio.CancelledError  # the process stopped between the two writes
+
+    monkeypatch.setattr(service.index, "record", die_before_recording)
+    with pytest.raises(asyncio.CancelledError):
+        await service.interact(TENANT, request(body))
+    monkeypatch.setattr(service.index, "record", record)
+
+
 async def test_a_step_saved_but_never_recorded_is_adopted(
     database_url, scripted_model, playbook, monkeypatch
 ):
@@ -155,15 +168,7 @@ async def test_a_step_saved_but_never_recorded_is_adopted(
             await service.interact(TENANT, request(observation(8, 0, query=goal(8, 5))))
         ).task_id
         body = observation(8, 1, taskId=task_id, requestId="step-1")
-        record = service.index.record
-
-        async def die_before_recording(entry, key):
-            raise asyncio.CancelledError  # the process stopped between the two writes
-
-        monkeypatch.setattr(service.index, "record", die_before_recording)
-        with pytest.raises(asyncio.CancelledError):
-            await service.interact(TENANT, request(body))
-        monkeypatch.setattr(service.index, "record", record)
+        await saved_but_never_recorded(service, body, monkeypatch)
         verdicts = scripted_model.calls("verification")
 
         again = await service.interact(TENANT, request(body))
@@ -173,6 +178,129 @@ async def test_a_step_saved_but_never_recorded_is_adopted(
         detail = await service.task_detail(TENANT, task_id)
         assert [x.step_index for x in detail.actions] == [0, 1]
         assert siblings(database_url) == 0
+
+
+def checkpoints_of_started_tasks(database_url: str) -> tuple[int, int]:
+    """Threads with a first checkpoint (the tasks the service started), and the checkpoints
+    saved on those (their steps, finished or not)."""
+    sql = (
+        "SELECT count(*) FILTER (WHERE parent_checkpoint_id IS NULL), "
+        "count(*) FILTER (WHERE parent_checkpoint_id IS NOT NULL) "
+        "FROM checkpoints WHERE checkpoint_ns = ''"
+    )
+    if database_url.startswith("sqlite"):
+        with sqlite3.connect(database_url.removeprefix("sqlite:///")) as conn:
+            return conn.execute(sql).fetchone()
+    with psycopg.connect(database_url) as conn:
+        return conn.execute(sql).fetchone()
+
+
+def tasks_started(database_url: str) -> int:
+    return checkpoints_of_started_tasks(database_url)[0]
+
+
+async def test_a_new_task_started_at_once_by_two_processes_is_one_task(
+    database_url, scripted_model, playbook
+):
+    async with services(database_url, 2) as (a, b):
+        body = observation(10, 0, query=goal(10, 5), requestId="start-1")
+
+        answers = await asyncio.gather(answer(a, body), answer(b, body))
+
+        fenced = [x for x in answers if isinstance(x, Exception)]
+        assert len(fenced) == 1 and isinstance(fenced[0], StepFenced), answers
+        (won,) = [x for x in answers if not isinstance(x, Exception)]
+        # Sent again to either process, the refused start gets the task that was started.
+        assert await a.interact(TENANT, request(body)) == won
+        assert await b.interact(TENANT, request(body)) == won
+        entries, _more = await a.index.page(TENANT, limit=10, offset=0)
+        assert [entry.task_id for entry in entries] == [won.task_id]
+        assert tasks_started(database_url) == 1
+        # Another tenant's identical request is another task.
+        other = await b.interact("tenant_b", request(body))
+        assert other.task_id != won.task_id
+
+
+async def test_a_start_saved_but_never_recorded_is_adopted(
+    database_url, scripted_model, playbook, monkeypatch
+):
+    async with services(database_url, 1) as (service,):
+        body = observation(11, 0, query=goal(11, 5), requestId="start-1")
+        await saved_but_never_recorded(service, body, monkeypatch)
+        calls = scripted_model.calls()
+
+        again = await service.interact(TENANT, request(body))
+
+        assert scripted_model.calls() == calls, "adopted, not run again"
+        entries, _more = await service.index.page(TENANT, limit=10, offset=0)
+        assert [entry.task_id for entry in entries] == [again.task_id]
+        assert again.step_index == 0 and again.action == "click(11)"
+        assert tasks_started(database_url) == 1 and siblings(database_url) == 0
+        assert await service.interact(TENANT, request(body)) == again
+
+
+async def test_a_start_that_failed_starts_again_as_the_same_task(
+    database_url, scripted_model, playbook
+):
+    async with services(database_url, 1, step_deadline_s=2) as (service,):
+        scripted_model.script("action", Delay(4, ActionChoice(thought="slow", action="click(12)")))
+        body = observation(12, 0, query=goal(12, 5), requestId="start-1")
+        assert isinstance(await answer(service, body), StepTimeout)
+        assert await service.index.page(TENANT, limit=10, offset=0) == ([], False)
+        # What the failed run saved is gone; the empty first checkpoint it ran from stays.
+        assert checkpoints_of_started_tasks(database_url) == (1, 0)
+
+        started = await service.interact(TENANT, request(body))
+
+        assert started.step_index == 0 and started.action == "click(12)"
+        assert checkpoints_of_started_tasks(database_url) == (1, 1)
+        assert siblings(database_url) == 0
+        assert (await service.interact(TENANT, request(body))) == started
+
+
+async def test_a_failed_copy_of_a_start_cleaning_up_late_leaves_the_task_whole(
+    database_url, scripted_model, playbook
+):
+    """One copy of a start fails and saves its unfinished run while the other copy, on another
+    process whose lock died, is about to run; the failed copy discards its leftovers last. The
+    other copy's run, pinned to the task's first checkpoint, keeps its history in its own
+    checkpoint: later steps count on from it (unpinned, it resumed the leftovers and kept its
+    history as writes on them, discarded with them: the next step answered stepIndex 0 again)."""
+    async with services(database_url, 2, step_deadline_s=2) as (a, b):
+        body = observation(13, 0, query=goal(13, 5), requestId="start-1")
+        forget_late = []
+
+        async def not_yet(*args):
+            forget_late.append(args)
+
+        run = b._invoke
+
+        async def failed_copy_first(graph_input, config):
+            scripted_model.script(
+                "action", Delay(4, ActionChoice(thought="slow", action="click(13)"))
+            )
+            a._forget_failed_run = not_yet
+            assert isinstance(await answer(a, body), StepTimeout)
+            del a._forget_failed_run
+            return await run(graph_input, config)
+
+        b._invoke = failed_copy_first
+        started = await answer(b, body)
+        del b._invoke
+        for args in forget_late:
+            await a._forget_failed_run(*args)
+        if isinstance(started, StepFenced):  # the leftovers held the fence: sent again
+            started = await answer(b, body)
+        assert not isinstance(started, Exception), repr(started)
+
+        assert started.step_index == 0 and started.action == "click(13)"
+        assert await a.interact(TENANT, request(body)) == started
+        for n in (1, 2):
+            step = observation(13, n, taskId=started.task_id, stepIndex=n - 1, requestId=f"s{n}")
+            assert (await a.interact(TENANT, request(step))).step_index == n
+        detail = await b.task_detail(TENANT, started.task_id)
+        assert [x.step_index for x in detail.actions] == [0, 1, 2]
+        assert tasks_started(database_url) == 1 and siblings(database_url) == 0
 
 
 async def test_a_failed_run_leaves_nothing_behind(database_url, scripted_model, playbook):
