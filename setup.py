@@ -1,5 +1,5 @@
-"""The compiled parts of veriloop: the skeleton's page walk and the request body's scan (everything else
-is in pyproject.toml)."""
+"""The compiled parts of veriloop: the skeleton's page walk, its identity text for fingerprints and the
+request body's scan (everything else is in pyproject.toml)."""
 
 import lxml
 from Cython.Build import cythonize
@@ -13,6 +13,7 @@ setup(
                 ["engines/skeleton_walk.pyx"],
                 include_dirs=lxml.get_include(),  # lxml's public C API and libxml2's headers
             ),
+            Extension("veriloop.engines.skeleton_identity", ["engines/skeleton_identity.pyx"]),
             Extension("veriloop.schemas.json_marks", ["schemas/json_marks.pyx"]),
         ],
         language_level=3,

@@ -40,7 +40,7 @@ from typing import Any
 
 from lxml import etree
 
-from veriloop.engines import skeleton_walk
+from veriloop.engines import skeleton_identity, skeleton_walk
 from veriloop.engines.markup_guard import bound_markup
 from veriloop.schemas.page_contract import (
     BACKGROUND_ATTR,
@@ -773,13 +773,32 @@ def _without_fields(desc: dict, ignored: frozenset[str]) -> dict:
 
 def page_identity(skeleton: dict) -> str:
     """The skeleton as a stable string without what changes on its own: fields an element's
-    background mark covers, digits of page text, the marks themselves and the scroll position."""
+    background mark covers, digits of page text, the marks themselves and the scroll position.
+
+    Written by the compiled :func:`~veriloop.engines.skeleton_identity.identity`; a shape the
+    skeleton module does not make (a foreign or old ``before_state``) by :func:`written_identity`,
+    which defines the text (fingerprints are digests of it, so both write the same bytes)."""
+    if type(skeleton) is dict:
+        try:
+            return skeleton_identity.identity(skeleton, BACKGROUND_FIELD, _unmarked).decode("ascii")
+        except skeleton_identity.Unusual:
+            pass
+    return written_identity(skeleton)
+
+
+def _unmarked(key: str, desc: dict) -> dict:
+    """What stands for a descriptor with background kinds in the identity."""
+    return _without_fields(desc, _ignored_fields(key, desc, desc, None))
+
+
+def written_identity(skeleton: dict) -> str:
+    """:func:`page_identity` in Python: the definition of the identity text."""
     elements = skeleton.get("elements")
     if isinstance(elements, dict):
         # Most elements have no mark: they stand as they are (copying every one was a third of
         # the fingerprint's time).
         elements = {
-            key: _without_fields(desc, _ignored_fields(key, desc, desc, None))
+            key: _unmarked(key, desc)
             if isinstance(desc, dict) and BACKGROUND_FIELD in desc
             else desc
             for key, desc in elements.items()
