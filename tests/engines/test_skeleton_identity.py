@@ -77,7 +77,9 @@ def test_the_compiled_identity_writes_the_python_definition(skeleton):
 
 
 def test_a_real_page_is_written_by_the_compiled_identity(page):
-    skeleton = extract_semantic_skeleton(page(button="Save 2", alert="Saved", quote="Measured at 10:42."))
+    skeleton = extract_semantic_skeleton(
+        page(button="Save 2", alert="Saved", quote="Measured at 10:42.")
+    )
     assert skeleton["elements"] and skeleton["content"]["texts"]
     written = skeleton_identity.identity(skeleton, BACKGROUND_FIELD, _unmarked)
     assert written.decode("ascii") == written_identity(skeleton)
