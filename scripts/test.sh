@@ -9,7 +9,9 @@ scripts/ensure_postgres.sh "$VERILOOP_TEST_POSTGRES_URL"
 unset OPENAI_API_KEY OPENAI_BASE_URL
 export LANGSMITH_TRACING=false LANGGRAPH_CLI_NO_ANALYTICS=1
 set +e
-.venv/bin/python -m pytest "$@"
+# Two workers, each test file whole on one (module fixtures run once) and its own database
+# (tests/conftest.py): about half the tests wait on browsers, servers and subprocesses.
+.venv/bin/python -m pytest -n "${VERILOOP_TEST_WORKERS:-2}" --dist loadfile "$@"
 rc=$?
 set -e
 if [ "$rc" = 5 ]; then

@@ -8,7 +8,9 @@ import threading
 from collections.abc import Iterator
 from dataclasses import fields
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from veriloop.context import PlanContext
 from veriloop.llm import clear_llm_cache
@@ -26,6 +28,21 @@ _MODEL_ENV = (
     "TAVILY_API_KEY",
     "TAVILY_BASE_URL",
 ) + tuple(f"VERILOOP_{f.name.upper()}" for f in fields(PlanContext))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist each worker gets its own PostgreSQL database (``<db>_<worker>``), so tests
+    that count rows, drop schemas or install the fence never see another worker's."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    url = os.environ.get("VERILOOP_TEST_POSTGRES_URL")
+    if not worker or not url:
+        return
+    server, _, database = url.rpartition("/")
+    own = f"{database}_{worker}"
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (own,)).fetchone() is None:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(own)))
+    os.environ["VERILOOP_TEST_POSTGRES_URL"] = f"{server}/{own}"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
