@@ -42,8 +42,8 @@ from veriloop.engines.plan.manifest import (
     _lenient_levels,
     _step_loc,
     _where,
-    downstream_of,
     manifest_problems,
+    upstream_of,
 )
 from veriloop.llm.base import Message
 from veriloop.prompts.plan_critic import PLAN_CRITIC_SYSTEM, plan_critic_user_message
@@ -200,7 +200,8 @@ def _review(
     for step in manifest.steps:
         types.setdefault(step.id, step.type)
         origins.setdefault(step.id, step.origin)
-    dependents = {step.id: downstream_of(manifest, [step.id]) for step in manifest.steps}
+    # One walk up from the gates, not one walk down from every step (quadratic in a wide plan).
+    gated = upstream_of(manifest, [sid for sid, t in types.items() if t == "synthesis_gate"])
     levels, _ = _lenient_levels(manifest.steps)
 
     for number, level in enumerate(levels):
@@ -216,12 +217,7 @@ def _review(
                     step_ids=list(level),
                 )
             )
-        ungated = [
-            sid
-            for sid in level
-            if types[sid] in ("task", "plan")
-            and not any(types.get(d) == "synthesis_gate" for d in dependents[sid])
-        ]
+        ungated = [sid for sid in level if types[sid] in ("task", "plan") and sid not in gated]
         if len(ungated) >= MISSING_GATE_MIN_PARALLEL:
             findings.append(
                 CriticFinding(

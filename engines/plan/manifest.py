@@ -1229,16 +1229,34 @@ def downstream_of(manifest: Manifest, step_ids: Iterable[str]) -> set[str]:
     The given ids themselves are never included, even when one depends on another. Unknown ids
     contribute nothing; a dependency cycle is walked once.
     """
-    given = set(step_ids)
     dependents: dict[str, list[str]] = {}
     for step in manifest.steps:
         for dep in step.depends_on:
             dependents.setdefault(dep, []).append(step.id)
+    return _reached(dependents, step_ids)
+
+
+def upstream_of(manifest: Manifest, step_ids: Iterable[str]) -> set[str]:
+    """Every top-level step that one of ``step_ids`` depends on, directly or transitively.
+
+    The given ids themselves are never included, even when one depends on another. Unknown ids,
+    given or depended on, contribute nothing; a dependency cycle is walked once.
+    """
+    known = {step.id for step in manifest.steps}
+    dependencies: dict[str, list[str]] = {}
+    for step in manifest.steps:
+        dependencies.setdefault(step.id, []).extend(d for d in step.depends_on if d in known)
+    return _reached(dependencies, step_ids)
+
+
+def _reached(edges: Mapping[str, list[str]], start: Iterable[str]) -> set[str]:
+    """The ids reached from ``start`` along ``edges`` in one or more hops, less ``start``."""
+    given = set(start)
     seen: set[str] = set()
     frontier = list(given)
     while frontier:
         current = frontier.pop()
-        for child in dependents.get(current, ()):
+        for child in edges.get(current, ()):
             if child not in seen:
                 seen.add(child)
                 frontier.append(child)

@@ -129,6 +129,35 @@ def test_a_gate_over_only_some_of_four_parallel_steps_leaves_too_few_to_warn():
     assert finding(review(parallel(5, gate_on=2)), "missing_gate").step_ids == ["s2", "s3", "s4"]
 
 
+def test_a_wide_level_warns_for_exactly_its_steps_with_no_gate_downstream():
+    source = parallel(2000, gate_on=1000)  # s0..s999 gated directly
+    source["steps"] += [
+        {"id": "join", "command": "cat", "depends_on": [f"s{i}" for i in range(1000, 1500)]},
+        # s1000..s1499 reach a gate through join
+        {"id": "gate2", "type": "synthesis_gate", "depends_on": "join"},
+    ]
+    gate = finding(review(source), "missing_gate")
+    assert gate.step_ids == [f"s{i}" for i in range(1500, 2000)]
+    assert "level 0 has 500 parallel steps" in gate.message
+
+
+def test_a_gate_reached_through_a_cycle_or_inside_one_counts():
+    def shell(sid: str, *deps: str, type: str = "task") -> ManifestStep:
+        return ManifestStep(id=sid, type=type, executor="shell", command="x", depends_on=list(deps))
+
+    steps = [shell(f"s{i}") for i in range(5)]
+    steps += [
+        shell("c1", "s0", "c2"),
+        shell("c2", "c1"),
+        shell("gate", "c2", type="synthesis_gate"),  # downstream of the c1-c2 cycle
+        shell("d1", "s1", "d2"),
+        shell("d2", "d1", type="synthesis_gate"),  # in the d1-d2 cycle
+    ]
+    critique = static_review(Manifest(steps=steps))
+    assert "cycle" in rules(critique)
+    assert finding(critique, "missing_gate").step_ids == ["s2", "s3", "s4"]
+
+
 # ------------------------------------------------------------------------------------------
 # optimism_bias
 

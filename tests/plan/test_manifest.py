@@ -20,6 +20,7 @@ from veriloop.engines.plan.manifest import (
     load_manifest,
     manifest_from_draft,
     manifest_problems,
+    upstream_of,
 )
 from veriloop.schemas.manifest import AgentSpec, CheckSpec, Manifest, ManifestStep
 from veriloop.schemas.plan_outputs import AgentDraft, ManifestDraft, RepairDraft, StepDraft
@@ -641,18 +642,37 @@ def test_dependency_levels_rejects_a_cycle():
 
 
 @pytest.mark.parametrize(
-    ("given", "expected"),
+    ("walk", "given", "expected"),
     [
-        (["a"], {"b", "c", "d"}),
-        (["b"], {"d"}),
-        (["b", "d"], set()),
-        (["d"], set()),
-        (["e"], set()),
-        (["ghost"], set()),
+        (downstream_of, ["a"], {"b", "c", "d"}),
+        (downstream_of, ["b"], {"d"}),
+        (downstream_of, ["b", "d"], set()),
+        (downstream_of, ["d"], set()),
+        (upstream_of, ["d"], {"a", "b", "c"}),
+        (upstream_of, ["b"], {"a"}),
+        (upstream_of, ["b", "a"], set()),
+        (upstream_of, ["a"], set()),
+        *[
+            (walk, given, set())
+            for walk in (downstream_of, upstream_of)
+            for given in (["e"], ["ghost"])
+        ],
     ],
 )
-def test_downstream_of_a_diamond(given, expected):
-    assert downstream_of(load_manifest(DIAMOND), given) == expected
+def test_downstream_and_upstream_of_a_diamond(walk, given, expected):
+    assert walk(load_manifest(DIAMOND), given) == expected
+
+
+def test_upstream_of_walks_a_cycle_once_and_skips_unknown_dependencies():
+    manifest = Manifest(
+        steps=[
+            ManifestStep(id="a", executor="shell", command="x", depends_on=["b", "ghost"]),
+            ManifestStep(id="b", executor="shell", command="x", depends_on=["a"]),
+            ManifestStep(id="c", executor="shell", command="x", depends_on=["b"]),
+        ]
+    )
+    assert upstream_of(manifest, ["c"]) == {"a", "b"}
+    assert upstream_of(manifest, ["a"]) == {"b"}
 
 
 # ------------------------------------------------------------------------------------------
