@@ -8,6 +8,9 @@ to both processes at the same moment with the identical body (same ``requestId``
 service connection (both processes' pools and lock sessions, found by their ``application_name``)
 is terminated ``--terminations`` times with ``pg_terminate_backend``, the first time while the
 tasks start: a lock dies while its step runs, and the resend on the other process takes the task.
+Each round waits for steps holding locks (after a round the services reopen connections only as
+resent requests need them, which can take longer than ``--every``), so every round ends lock
+sessions; ``terminations`` counts the rounds, fewer than asked only when the tasks finish first.
 
 Then it counts, from the service's own answers and tables:
 
@@ -44,6 +47,20 @@ from veriloop.llm.scripted import ANY_PURPOSE, Delay, ScriptedModelServer
 
 PAGE = "<html><body><h1>Lock loss</h1><p>{tab}</p></body></html>"
 RESEND_PAUSE_S = 0.1
+POLL_S = 0.02
+LOCKING_SQL = (
+    "SELECT DISTINCT a.pid FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid "
+    "WHERE a.application_name = %s AND l.locktype = 'advisory' AND l.granted"
+)
+# One statement, so the sessions holding locks when it looks are the ones it ends.
+TERMINATE_SQL = """
+WITH service AS (
+    SELECT a.pid, coalesce(bool_or(l.locktype = 'advisory' AND l.granted), false) AS locking
+    FROM pg_stat_activity a LEFT JOIN pg_locks l ON l.pid = a.pid
+    WHERE a.application_name = %s GROUP BY a.pid
+)
+SELECT pg_terminate_backend(pid), locking FROM service WHERE (SELECT bool_or(locking) FROM service)
+"""
 SIBLINGS_SQL = (
     "SELECT count(*) FROM (SELECT 1 FROM checkpoints WHERE parent_checkpoint_id IS NOT NULL "
     "GROUP BY thread_id, checkpoint_ns, parent_checkpoint_id HAVING count(*) > 1) AS s"
@@ -58,8 +75,8 @@ class Tally:
     wrong_step_index: int = 0
     answered: dict[str, int] = field(default_factory=dict)
     """Task id -> the steps its client was answered for."""
-    in_flight: int = 0
-    """Steps (a lock held, a model call running) sent and not yet answered."""
+    finished: bool = False
+    """Every task is done (the terminator stops waiting for locks)."""
     split_starts: int = 0
     """Starts answered with two different task ids."""
 
@@ -97,13 +114,7 @@ async def run_task(tab: int, urls: list[str], steps: int, tally: Tally) -> None:
             body = observation(page, task_id, n) | {"requestId": f"{tab}-{n}"}
             if n:
                 body["stepIndex"] = n - 1
-            tally.in_flight += 1
-            try:
-                replies = await asyncio.gather(
-                    *(send(client, body, n, tally) for client in clients)
-                )
-            finally:
-                tally.in_flight -= 1
+            replies = await asyncio.gather(*(send(client, body, n, tally) for client in clients))
             started = {reply["taskId"] for reply in replies}
             tally.split_starts += len(started) - 1
             task_id = task_id or replies[0]["taskId"]
@@ -120,17 +131,39 @@ def terminate(admin_url: str, application_name: str) -> int:
     return len(rows)
 
 
+async def rows(admin: psycopg.AsyncConnection, sql: str, application_name: str) -> list[tuple]:
+    return await (await admin.execute(sql, (application_name,))).fetchall()
+
+
+async def terminate_locks(
+    admin: psycopg.AsyncConnection, application_name: str, latency: float, tally: Tally
+) -> list[tuple]:
+    """Once steps hold locks and are half a model call in, terminate every connection of the
+    service if a lock is still held (else wait for one again): (terminated, held a lock) per
+    backend; none once the tasks are done."""
+    while not tally.finished:
+        if not await rows(admin, LOCKING_SQL, application_name):
+            await asyncio.sleep(POLL_S)
+            continue
+        await asyncio.sleep(latency / 2)
+        ended = await rows(admin, TERMINATE_SQL, application_name)
+        if ended:
+            return ended
+    return []
+
+
 async def terminator(
-    admin_url: str, application_name: str, args, tally: Tally, done: list[int]
+    admin_url: str, application_name: str, args, tally: Tally, done: list[tuple[int, int]]
 ) -> None:
-    """At once (while the tasks start), then every ``args.every`` seconds, once a step is in its
-    model call, terminate."""
-    for round_number in range(args.terminations):
-        await asyncio.sleep(args.every if round_number else 0)
-        while not tally.in_flight:
-            await asyncio.sleep(0.02)
-        await asyncio.sleep(args.latency / 2)
-        done.append(await asyncio.to_thread(terminate, admin_url, application_name))
+    """At once (while the tasks start), then every ``args.every`` seconds, end the service's
+    connections while steps hold locks; each round appends (backends, lock sessions) it ended."""
+    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
+        for round_number in range(args.terminations):
+            await asyncio.sleep(args.every if round_number else 0)
+            ended = await terminate_locks(admin, application_name, args.latency, tally)
+            if not ended:
+                return  # the tasks are done
+            done.append((len(ended), sum(1 for _, locking in ended if locking)))
 
 
 async def measure(args, model: ScriptedModelServer, database_url: str, application_name: str):
@@ -144,6 +177,7 @@ async def measure(args, model: ScriptedModelServer, database_url: str, applicati
         )
         await asyncio.gather(*(run_task(tab, urls, args.steps, tally) for tab in range(args.tasks)))
         wall = time.perf_counter() - started
+        tally.finished = True
         await killer
         lost = duplicated = 0
         async with httpx.AsyncClient(base_url=urls[0], timeout=120) as reader:
@@ -207,13 +241,14 @@ def main(argv: list[str] | None = None) -> None:
         with psycopg.connect(args.postgres_url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     print(
-        f"wall {wall:.1f} s; answers {dict(tally.statuses)}; backends terminated per round {killed}"
+        f"wall {wall:.1f} s; answers {dict(tally.statuses)}; backends terminated per round "
+        f"{[backends for backends, _ in killed]}, lock sessions among them {[s for _, s in killed]}"
     )
     print(
         f"RESULT lost={lost} duplicated={duplicated} siblings={siblings} "
         f"split_starts={tally.split_starts} "
         f"wrong_step_index={tally.wrong_step_index} tasks={len(tally.answered)} "
-        f"terminations={sum(1 for k in killed if k)}"
+        f"terminations={len(killed)}"
     )
 
 

@@ -4,8 +4,14 @@ twice or answered out of step."""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import contextlib
 import os
 import re
+import uuid
+
+import psycopg
 
 from benchmarks import lock_loss
 
@@ -26,3 +32,44 @@ def test_quick_mode_loses_duplicates_and_forks_nothing(capsys):
     assert (match["tasks"], match["terms"]) == ("6", "1"), last
     figures = (match["lost"], match["dup"], match["sib"], match["split"], match["wrong"])
     assert figures == ("0",) * 5, last
+
+
+REOPEN_S = 0.3
+"""How long the stand-in service takes to reopen its lock session: longer than a round's wait."""
+
+
+async def lock_session(application_name: str, stop: asyncio.Event) -> None:
+    """A service's lock session: reopened REOPEN_S after it dies, holding a lock while it lives."""
+    while not stop.is_set():
+        await asyncio.sleep(REOPEN_S)
+        async with await psycopg.AsyncConnection.connect(
+            PG_URL, autocommit=True, application_name=application_name
+        ) as conn:
+            with contextlib.suppress(psycopg.OperationalError):  # terminated
+                await conn.execute("SELECT pg_advisory_lock(1)")
+                while not stop.is_set():
+                    await conn.execute("SELECT 1")
+                    await asyncio.sleep(0.02)
+
+
+def test_every_round_ends_a_lock_session_even_when_it_comes_back_late():
+    # Rounds used to end whatever was connected half a model call after a step was sent: nothing
+    # while the lock session was still being reopened (2 of 4 rounds in some runs).
+    application_name = f"veriloop-lockloss-test-{uuid.uuid4().hex[:8]}"
+    args = argparse.Namespace(terminations=3, every=0.0, latency=0.1)
+
+    async def rounds(tally: lock_loss.Tally) -> list[tuple[int, int]]:
+        stop, done = asyncio.Event(), []
+        session = asyncio.create_task(lock_session(application_name, stop))
+        try:
+            await asyncio.wait_for(
+                lock_loss.terminator(PG_URL, application_name, args, tally, done), 30
+            )
+        finally:
+            stop.set()
+            await session
+        return done
+
+    assert asyncio.run(rounds(lock_loss.Tally())) == [(1, 1)] * 3
+    # Once the tasks are done it stops waiting (it used to wait for a step forever).
+    assert asyncio.run(rounds(lock_loss.Tally(finished=True))) == []
