@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -1188,25 +1189,27 @@ def _lenient_levels(steps: list[ManifestStep]) -> tuple[list[list[str]], list[st
     index = _first_index(steps)
     unique = [s for i, s in enumerate(steps) if index[s.id] == i]
     deps = {s.id: [d for d in dict.fromkeys(s.depends_on) if d in index] for s in unique}
+    # Kahn's order, one pass over the edges (passes over the steps until none changed were
+    # quadratic: a chain listed backwards levelled one step a pass).
+    waiting = {sid: len(ds) for sid, ds in deps.items()}
+    dependents: dict[str, list[str]] = {}
+    for sid, ds in deps.items():
+        for d in ds:
+            dependents.setdefault(d, []).append(sid)
+    ready = deque(sid for sid, n in waiting.items() if not n)
     level: dict[str, int] = {}
-    remaining = [s.id for s in unique]
-    while remaining:
-        progressed = False
-        still = []
-        for sid in remaining:
-            if all(d in level for d in deps[sid]):
-                level[sid] = 1 + max((level[d] for d in deps[sid]), default=-1)
-                progressed = True
-            else:
-                still.append(sid)
-        remaining = still
-        if not progressed:
-            break
+    while ready:
+        sid = ready.popleft()
+        level[sid] = 1 + max((level[d] for d in deps[sid]), default=-1)
+        for child in dependents.get(sid, ()):
+            waiting[child] -= 1
+            if not waiting[child]:
+                ready.append(child)
     levels: list[list[str]] = [[] for _ in range(1 + max(level.values(), default=-1))]
     for step in unique:
         if step.id in level:
             levels[level[step.id]].append(step.id)
-    return levels, remaining
+    return levels, [s.id for s in unique if s.id not in level]
 
 
 def dependency_levels(manifest: Manifest) -> list[list[str]]:

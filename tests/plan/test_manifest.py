@@ -630,6 +630,12 @@ def test_dependency_levels_uses_the_highest_dependency():
     assert dependency_levels(manifest) == [["a"], ["b"], ["c"]]
 
 
+def test_dependency_levels_of_a_long_chain_listed_backwards():
+    steps = [{"id": "s0", "command": "x"}]
+    steps += [{"id": f"s{i}", "command": "x", "depends_on": f"s{i - 1}"} for i in range(1, 2000)]
+    assert dependency_levels(load_manifest(steps[::-1])) == [[f"s{i}"] for i in range(2000)]
+
+
 def test_dependency_levels_rejects_a_cycle():
     manifest = Manifest(
         steps=[
