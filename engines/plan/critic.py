@@ -158,8 +158,17 @@ def _flaky_reason(
     return None
 
 
-def _mentions(text: str, step_id: str) -> bool:
-    """The id appears as a whole word (so ``{{id}}``, ``${id}``, ``$id``, ``{{ id.field }}`` count)."""
+_WORD = re.compile(r"[\w-]+")
+
+
+def _mentions(text: str, words: Collection[str], step_id: str) -> bool:
+    """The id appears as a whole word (so ``{{id}}``, ``${id}``, ``$id``, ``{{ id.field }}`` count).
+
+    ``words`` are the text's runs of :data:`_WORD`: an id of those characters alone is mentioned
+    when it is one of them (a search of the text per dependency was quadratic in a step with many).
+    """
+    if _WORD.fullmatch(step_id):
+        return step_id in words
     return re.search(rf"(?<![\w-]){re.escape(step_id)}(?![\w-])", text) is not None
 
 
@@ -245,10 +254,11 @@ def _review(
                 )
         if step.type in ("task", "plan"):
             text = _flow_text(step)
+            words = set(_WORD.findall(text))
             unused = [
                 d
                 for d in dict.fromkeys(step.depends_on)
-                if d in known and d != step.id and not _mentions(text, d)
+                if d in known and d != step.id and not _mentions(text, words, d)
             ]
             if unused:
                 names = ", ".join(f"'{d}'" for d in unused)

@@ -282,6 +282,31 @@ def test_an_unused_dependency_is_disconnected(input_value):
     assert disconnected.message.startswith("steps[1] (id 'use'): depends on 'fetch'")
 
 
+@pytest.mark.parametrize(
+    ("dep", "input_value", "connected"),
+    [
+        ("fetch.v2", "Summarise {{fetch.v2}}", True),
+        ("fetch.v2", "Summarise {{fetch.v2x}}", False),
+        ("step 1", "Summarise ${step 1}", True),
+        ("step 1", "Summarise step 12", False),
+        ("étape", "Résume {{étape}}", True),
+        ("étape", "Résume {{étapes}}", False),
+    ],
+)
+def test_ids_beyond_word_characters_are_found_as_whole_words(dep, input_value, connected):
+    found = rules(review(flow(input_value, dep=dep)))
+    assert ("disconnected_flow" not in found) is connected
+
+
+def test_a_step_with_thousands_of_dependencies_names_exactly_the_unused_ones():
+    steps = [{"id": f"s{i}", "command": "x"} for i in range(2000)]
+    used = " ".join(f"{{{{s{i}}}}}" for i in range(2000) if i % 7)
+    deps = [f"s{i}" for i in range(2000)]
+    source = {"steps": [*steps, {"id": "join", "input": used, "depends_on": deps}]}
+    disconnected = finding(review(source), "disconnected_flow")
+    assert disconnected.step_ids == ["join", *(f"s{i}" for i in range(0, 2000, 7))]
+
+
 def test_gates_are_exempt_from_disconnected_flow():
     assert "disconnected_flow" not in rules(review(flow("Combine the results", step_type="gate")))
 
