@@ -1225,6 +1225,15 @@ def dependency_levels(manifest: Manifest) -> list[list[str]]:
     return levels
 
 
+def dependents_of(manifest: Manifest) -> dict[str, list[str]]:
+    """step id -> the top-level steps that name it in ``depends_on``, in manifest order."""
+    dependents: dict[str, list[str]] = {}
+    for step in manifest.steps:
+        for dep in step.depends_on:
+            dependents.setdefault(dep, []).append(step.id)
+    return dependents
+
+
 def downstream_of(manifest: Manifest, step_ids: Iterable[str]) -> set[str]:
     """Every top-level step that depends, directly or transitively, on one of ``step_ids``.
 
@@ -1232,10 +1241,7 @@ def downstream_of(manifest: Manifest, step_ids: Iterable[str]) -> set[str]:
     contribute nothing; a dependency cycle is walked once.
     """
     given = set(step_ids)
-    dependents: dict[str, list[str]] = {}
-    for step in manifest.steps:
-        for dep in step.depends_on:
-            dependents.setdefault(dep, []).append(step.id)
+    dependents = dependents_of(manifest)
     seen: set[str] = set()
     frontier = list(given)
     while frontier:
