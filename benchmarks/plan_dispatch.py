@@ -9,14 +9,19 @@ Plans of python steps that sleep for seeded, uneven durations run through the re
 - ``straggler``: 8 lanes of 4 steps (each step needs the lane's previous one), every level has one
   straggler (0.8-1.2 s, on a different lane each level) among fast steps (0.05-0.15 s);
 - ``wide``: 40 independent fast steps, each with one fast dependent: wider than a batch (4 steps a
-  slot), so the level is split.
+  slot), so the level is split;
+- ``mesh``: 4 levels of 8 steps, each step needing two of the level before (joins: no chains),
+  one straggler a level.
 
-Two dispatch rules are measured, each on every shape and concurrency in turn:
+Three dispatch rules are measured, each on every shape and concurrency in turn:
 
-- ``levels``: a batch holds ready steps of the lowest unfinished level only (before);
-- ``ready``: a batch holds every step whose dependencies finished, lowest levels first (now).
+- ``levels``: a batch holds ready steps of the lowest unfinished level only (the first rule);
+- ``ready``: a batch holds every step whose dependencies finished, lowest levels first;
+- ``lanes`` (now): ``ready``, each step sent with its lane, the chain after it that needs only
+  the step before (``PlanContext.lane_steps``): a lane's next step starts once the one before it
+  completed, not when the batch ended.
 
-Both are batches: a LangGraph superstep ends when its slowest step does. What dispatching each
+All are batches: a LangGraph superstep ends when its slowest lane does. What dispatching each
 step as soon as a slot frees would give (``capacity``) is computed, not measured: greedy list
 scheduling of the same durations with no framework time, the best any dispatcher could do with
 these priorities. ``ideal`` is the lower bound max(critical path, work / slots); utilisation is
@@ -27,9 +32,10 @@ on a busy machine it, not the barrier, can be most of the wall time).
     python -m benchmarks.plan_dispatch [--repeats 2] [--seed 7]
     python -m benchmarks.plan_dispatch --quick          # shorter sleeps, concurrency 4 (tests)
 
-Last line: ``RESULT levels_over_ideal=L ready_over_ideal=R capacity_over_ideal=C speedup=S
-ready_utilisation=U``: geometric means over shapes and concurrencies of the median wall time over
-the ideal (capacity: simulated), S of levels' wall over ready's, U of ready's utilisation. JSON
+Last line: ``RESULT levels_over_ideal=L ready_over_ideal=R lanes_over_ideal=N
+capacity_over_ideal=C speedup=S lanes_utilisation=U``: geometric means over shapes and
+concurrencies of the median wall time over the ideal (capacity: simulated), S of ready's wall
+over lanes', U of lanes' utilisation. JSON
 results and a plot go to ``--out`` (``benchmarks/results/plan_dispatch.json`` / ``.png``).
 """
 
@@ -55,15 +61,17 @@ from matplotlib.figure import Figure
 
 from benchmarks.verification_pairs import RESULTS_DIR
 from veriloop.context import PlanContext
-from veriloop.engines.plan.manifest import dependency_levels, load_manifest
-from veriloop.engines.plan.policy import Batch, next_batch
+from veriloop.engines.plan.manifest import dependency_levels, dependents_of, load_manifest
+from veriloop.engines.plan.policy import Batch, lanes, next_batch
 from veriloop.nodes.plan.dispatch import BATCH_PER_SLOT
 from veriloop.plans import PlanRunner
 from veriloop.schemas.manifest import Manifest
 
 DEFAULT_OUT = RESULTS_DIR / "plan_dispatch.json"
 FAST, SLOW = (0.05, 0.15), (0.8, 1.2)
-RULES = ("levels", "ready")
+RULES = ("levels", "ready", "lanes")
+LANE_STEPS = {"levels": 1, "ready": 1, "lanes": PlanContext().lane_steps}
+"""Each rule's ``PlanContext.lane_steps``: a lane of one step is a batch's step alone."""
 
 
 async def nap(input: Any = None) -> dict[str, float]:
@@ -108,7 +116,16 @@ def shapes(rng: random.Random, scale: float) -> dict[str, list[dict[str, Any]]]:
     wide = [step(f"p{i}", fast()) for i in range(40)] + [
         step(f"d{i}", fast(), f"p{i}") for i in range(40)
     ]
-    return {"slow_chain": slow_chain, "straggler": straggler, "wide": wide}
+    mesh = [
+        step(
+            f"m{level}_{i}",
+            slow() if i == level else fast(),
+            *([f"m{level - 1}_{i}", f"m{level - 1}_{(i + 1) % 8}"] if level else []),
+        )
+        for level in range(4)
+        for i in range(8)
+    ]
+    return {"slow_chain": slow_chain, "straggler": straggler, "wide": wide, "mesh": mesh}
 
 
 def levels_rule(
@@ -127,7 +144,11 @@ def levels_rule(
     return batch
 
 
-RULE_FUNCTIONS: dict[str, Callable[..., Batch]] = {"levels": levels_rule, "ready": next_batch}
+RULE_FUNCTIONS: dict[str, Callable[..., Batch]] = {
+    "levels": levels_rule,
+    "ready": next_batch,
+    "lanes": next_batch,
+}
 
 
 # -- the schedules, with no framework time ----------------------------------------------------
@@ -158,16 +179,19 @@ def list_makespan(
 
 
 def batch_makespan(
-    manifest: Manifest, seconds: Mapping[str, float], slots: int, rule: Callable[..., Batch]
+    manifest: Manifest, seconds: Mapping[str, float], slots: int, rule: str
 ) -> float:
-    """``rule``'s batches one after the other, each at most ``slots`` steps at a time in batch
-    order (LangGraph's runner), each ending with its slowest step."""
-    levels = dependency_levels(manifest)
+    """``rule``'s batches one after the other, each at most ``slots`` lanes at a time in batch
+    order (LangGraph's runner), a lane's steps one after the other, each batch ending with its
+    slowest lane."""
+    levels, dependents = dependency_levels(manifest), dependents_of(manifest)
     results: dict[str, dict[str, str]] = {}
     total = 0.0
-    while batch := rule(manifest, results, levels, slots * BATCH_PER_SLOT).ready:
-        total += list_makespan(batch, seconds, {s: () for s in batch}, slots)
-        results.update({s: {"status": "completed"} for s in batch})
+    while ready := RULE_FUNCTIONS[rule](manifest, results, levels, slots * BATCH_PER_SLOT).ready:
+        batch = lanes(manifest, ready, results, dependents, LANE_STEPS[rule])
+        heads = {lane[0]: sum(seconds[s] for s in lane) for lane in batch}
+        total += list_makespan(list(heads), heads, {s: () for s in heads}, slots)
+        results.update({s: {"status": "completed"} for lane in batch for s in lane})
     return total
 
 
@@ -219,7 +243,9 @@ async def timed_run(
     async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
         runner = PlanRunner(
             checkpointer=saver,
-            context=PlanContext(workspace=workspace, review_critical_steps=False),
+            context=PlanContext(
+                workspace=workspace, review_critical_steps=False, lane_steps=LANE_STEPS[rule]
+            ),
             tools={"nap": nap},
         )
         with mock.patch("veriloop.nodes.plan.dispatch.next_batch", RULE_FUNCTIONS[rule]):
@@ -275,9 +301,7 @@ def main(
                     **{f"{rule}_s": statistics.median(walls[rule]) for rule in RULES},
                     **{f"{rule}_runs_s": walls[rule] for rule in RULES},
                     **{
-                        f"{rule}_batches_s": batch_makespan(
-                            manifest, plan.seconds, slots, RULE_FUNCTIONS[rule]
-                        )
+                        f"{rule}_batches_s": batch_makespan(manifest, plan.seconds, slots, rule)
                         for rule in RULES
                     },
                 }
@@ -291,13 +315,14 @@ def main(
     def over_ideal(key: str) -> float:
         return geomean([row[key] / row["ideal_s"] for row in rows])
 
-    speedup = geomean([row["levels_s"] / row["ready_s"] for row in rows])
-    utilisation = geomean([row["work_s"] / (row["slots"] * row["ready_s"]) for row in rows])
+    speedup = geomean([row["ready_s"] / row["lanes_s"] for row in rows])
+    utilisation = geomean([row["work_s"] / (row["slots"] * row["lanes_s"]) for row in rows])
     print(
         f"RESULT levels_over_ideal={over_ideal('levels_s'):.2f} "
         f"ready_over_ideal={over_ideal('ready_s'):.2f} "
+        f"lanes_over_ideal={over_ideal('lanes_s'):.2f} "
         f"capacity_over_ideal={over_ideal('capacity_s'):.2f} speedup={speedup:.2f} "
-        f"ready_utilisation={utilisation:.2f}"
+        f"lanes_utilisation={utilisation:.2f}"
     )
 
 
@@ -319,19 +344,19 @@ def describe(row: dict[str, Any]) -> str:
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> Path:
-    """Wall time over the ideal per shape and concurrency: levels, ready, capacity (simulated)."""
-    figure = Figure(figsize=(7.5, 3.4))
+    """Wall time over the ideal per shape and concurrency: each rule, capacity (simulated)."""
+    figure = Figure(figsize=(9.5, 3.6))
     axes = figure.subplots()
     labels = [f"{row['shape']}\nx{row['slots']}" for row in rows]
-    series = [("levels", "levels_s"), ("ready", "ready_s"), ("capacity (simulated)", "capacity_s")]
+    series = [*((rule, f"{rule}_s") for rule in RULES), ("capacity (simulated)", "capacity_s")]
     width = 0.8 / len(series)
     for i, (label, key) in enumerate(series):
-        offsets = [j + (i - 1) * width for j in range(len(rows))]
+        offsets = [j + (i - (len(series) - 1) / 2) * width for j in range(len(rows))]
         axes.bar(offsets, [row[key] / row["ideal_s"] for row in rows], width, label=label)
     axes.axhline(1, color="grey", linewidth=0.8, linestyle=":")
     axes.set_xticks(range(len(rows)), labels)
     axes.set_ylabel("wall time / ideal")
-    axes.set_title("Uneven steps: batch dispatch against the ideal (median of repeats)")
+    axes.set_title("Uneven steps: dispatch rules against the ideal (median of repeats)")
     axes.legend(fontsize="small")
     figure.tight_layout()
     figure.savefig(path, dpi=120)

@@ -1,8 +1,9 @@
 """The plan graph: runs a manifest of tool-using steps, one thread per plan run (docs/plans.md).
 
-START -> plan -> critique -> dispatch -> run_step (one Send per ready step) -> batch_end
+START -> plan -> critique -> dispatch -> run_step (one Send per lane) -> batch_end
       -> replan | dispatch | finalize -> END; each run_step is the step graph: prepare -> execute
-      -> check -> correct -> execute ... -> finish (or human_review, or a nested subplan).
+      -> check -> correct -> execute ... -> finish (or human_review, or a nested subplan)
+      -> next_step -> the lane's next step (prepare | human_review | subplan) or END.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from veriloop.graph.plan_routers import (
     route_after_check,
     route_after_critique,
     route_after_plan,
+    route_after_step,
     route_dispatch,
     route_step_start,
 )
@@ -24,6 +26,7 @@ from veriloop.nodes.plan.batch_end import batch_end
 from veriloop.nodes.plan.critique import critique
 from veriloop.nodes.plan.dispatch import dispatch
 from veriloop.nodes.plan.finalize import finalize
+from veriloop.nodes.plan.lane import next_step
 from veriloop.nodes.plan.plan import plan
 from veriloop.nodes.plan.replan import replan
 from veriloop.nodes.plan.review import human_review
@@ -45,15 +48,17 @@ def build_step_graph() -> StateGraph:
     builder.add_node("finish", on_loop(finish))
     builder.add_node("human_review", on_loop(human_review))
     builder.add_node("subplan", sync_and_async_twins(*make_subplan(lambda: graph)))
+    builder.add_node("next_step", on_loop(next_step))
 
     builder.add_conditional_edges(START, Router(route_step_start))
     builder.add_edge("prepare", "execute")
     builder.add_edge("execute", "check")
     builder.add_conditional_edges("check", Router(route_after_check))
     builder.add_edge("correct", "execute")
-    builder.add_edge("finish", END)
-    builder.add_edge("human_review", END)
-    builder.add_edge("subplan", END)
+    builder.add_edge("finish", "next_step")
+    builder.add_edge("human_review", "next_step")
+    builder.add_edge("subplan", "next_step")
+    builder.add_conditional_edges("next_step", Router(route_after_step))
     return builder
 
 

@@ -14,24 +14,19 @@ def state_to_report(
     values: Mapping[str, Any],
     *,
     pending_reviews: Sequence[PendingReview] = (),
-    in_flight: Mapping[str, str] | None = None,
+    in_flight: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> PlanRunReport:
     """The run's report; a run with pending reviews is ``awaiting_review`` whatever else it says.
 
-    ``in_flight``: step id -> running | testing | awaiting_review, for steps of the current batch
-    that have no result yet (a report taken mid-run, or after a crash).
+    ``in_flight``: step id -> StepResult dump, for steps of the current batch whose results are
+    not in the run's state yet (``veriloop.plans.steps_in_flight``: a report taken mid-run, paused,
+    or after a crash).
     """
     status = values.get("status") or "running"
     if pending_reviews:
         status = "awaiting_review"
     order = [s["id"] for s in (values.get("plan") or {}).get("steps", [])]
-    results = {
-        **{
-            step_id: {"step_id": step_id, "status": where}
-            for step_id, where in (in_flight or {}).items()
-        },
-        **(values.get("step_results") or {}),
-    }
+    results = {**(in_flight or {}), **(values.get("step_results") or {})}
     steps = {
         step_id: StepResult.model_validate(results[step_id])
         for step_id in [*order, *sorted(set(results) - set(order))]

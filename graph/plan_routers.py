@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from langgraph.graph import END
 from langgraph.types import Send
 
 from veriloop.graph.plan_state import PlanState, StepState
@@ -26,8 +27,8 @@ def route_after_critique(state: PlanState) -> Literal["plan", "dispatch", "final
 
 
 def route_dispatch(state: PlanState) -> list[Send] | Literal["finalize"]:
-    """One Send per ready step (run in parallel, bounded by the run's max_concurrency)."""
-    if state.get("halted") or not state.get("ready"):
+    """One Send per lane (run in parallel, bounded by the run's max_concurrency)."""
+    if state.get("halted") or not state.get("lanes"):
         return "finalize"
     return [Send("run_step", step_input) for step_input in step_inputs(state)]
 
@@ -49,6 +50,13 @@ def route_step_start(state: StepState) -> Literal["prepare", "human_review", "su
     if step.get("executor") == "plan":
         return "subplan"
     return "prepare"
+
+
+def route_after_step(
+    state: StepState,
+) -> Literal["prepare", "human_review", "subplan", "__end__"]:
+    """A lane's next step starts like any step; the end of its lane ends the task."""
+    return route_step_start(state) if state.get("lane_move") == "next" else END
 
 
 def route_after_check(state: StepState) -> Literal["correct", "finish"]:

@@ -86,8 +86,10 @@ class PlanState(PlanInput, total=False):
     """Times a model-written plan went back to the planner."""
     plan_approved: bool
     """The critic found nothing critical in the current plan."""
-    ready: list[str]
-    """Ids of the steps dispatched in the current batch."""
+    lanes: list[list[str]]
+    """The current batch: one lane per ``Send``, a ready step and the chain run after it."""
+    batch_id: str
+    """Names the current batch in this process: its lanes stop together when a step of it failed."""
     step_results: Annotated[dict[str, dict[str, Any]], results()]
     """StepResult dumps by step id; parallel steps write disjoint keys."""
     superseded: Annotated[list[dict[str, Any]], history()]
@@ -133,6 +135,11 @@ class StepInput(TypedDict, total=False):
     """Nesting depth of the run."""
     sandbox: SandboxMode | None
     """The manifest's sandbox setting (the stricter of it and the context's applies)."""
+    lane: list[dict[str, Any]]
+    """ManifestStep dumps of the steps run after this one, in order, each once the one before it
+    completed (``engines.plan.policy.lanes``)."""
+    batch_id: str
+    """The batch this step was sent in (``PlanState.batch_id``)."""
 
 
 class StepOutput(TypedDict, total=False):
@@ -167,3 +174,5 @@ class StepState(StepInput, StepOutput, total=False):
     """A human review's answer: {approved, comment}."""
     sub_run: dict[str, Any] | None
     """PlanRunReport dump of a nested plan."""
+    lane_move: Literal["next", "end"]
+    """After a step: its lane's next step starts ("next"), or this task ends."""

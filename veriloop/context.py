@@ -317,6 +317,14 @@ class PlanContext(Context):
             "finding: critical for a model-written plan, a warning for a user's manifest."
         },
     )
+    lane_steps: int = field(
+        default=16,
+        metadata={
+            "description": "Longest chain of steps one dispatch runs one after another (each step the "
+            "only dependent of the one before it): a chain's next step starts the moment the step "
+            "before it completed, not when its whole batch ended. 1: every step waits for its batch."
+        },
+    )
     max_plan_revisions: int = field(
         default=2,
         metadata={

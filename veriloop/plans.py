@@ -331,18 +331,23 @@ def pending_reviews(snapshot: Any) -> list[PendingReview]:
     return list(found.values())
 
 
-def steps_in_flight(snapshot: Any) -> dict[str, str]:
-    """Steps of the run's current batch that have no result yet, and where they are: waiting for
-    a person (``awaiting_review``), in their checks (``testing``) or executing (``running``)."""
-    found = {}
+def steps_in_flight(snapshot: Any) -> dict[str, dict[str, Any]]:
+    """Results of the run's current batch that are not in the run's state yet, by step id: steps
+    its lanes finished (a lane hands its results over when it ends), and each lane's current step
+    as a bare result saying where it is: waiting for a person (``awaiting_review``), in its checks
+    (``testing``) or executing (``running``)."""
+    found: dict[str, dict[str, Any]] = {}
     for task in getattr(snapshot, "tasks", ()) or ():
         state = task.state if task.name == "run_step" and task.state is not None else None
-        step_id = ((getattr(state, "values", None) or {}).get("step") or {}).get("id")
-        if step_id:
+        values = getattr(state, "values", None) or {}
+        found.update(values.get("step_results") or {})
+        step_id = (values.get("step") or {}).get("id")
+        if step_id and step_id not in found:
             if task.interrupts:
-                found[step_id] = "awaiting_review"
+                where = "awaiting_review"
             else:
-                found[step_id] = "testing" if "check" in (state.next or ()) else "running"
+                where = "testing" if "check" in (state.next or ()) else "running"
+            found[step_id] = {"step_id": step_id, "status": where}
     return found
 
 

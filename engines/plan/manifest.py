@@ -1226,17 +1226,22 @@ def dependency_levels(manifest: Manifest) -> list[list[str]]:
     return levels
 
 
+def dependents_of(manifest: Manifest) -> dict[str, list[str]]:
+    """step id -> the top-level steps that name it in ``depends_on``, in manifest order."""
+    dependents: dict[str, list[str]] = {}
+    for step in manifest.steps:
+        for dep in step.depends_on:
+            dependents.setdefault(dep, []).append(step.id)
+    return dependents
+
+
 def downstream_of(manifest: Manifest, step_ids: Iterable[str]) -> set[str]:
     """Every top-level step that depends, directly or transitively, on one of ``step_ids``.
 
     The given ids themselves are never included, even when one depends on another. Unknown ids
     contribute nothing; a dependency cycle is walked once.
     """
-    dependents: dict[str, list[str]] = {}
-    for step in manifest.steps:
-        for dep in step.depends_on:
-            dependents.setdefault(dep, []).append(step.id)
-    return _reached(dependents, step_ids)
+    return _reached(dependents_of(manifest), step_ids)
 
 
 def upstream_of(manifest: Manifest, step_ids: Iterable[str]) -> set[str]:

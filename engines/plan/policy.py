@@ -4,6 +4,11 @@ Readiness: a step is ready once every dependency has finished (a step's level is
 its deepest dependency). The next batch is every ready step, lowest levels first and each level in
 manifest order (the first ones, when the caller limits a batch's size): the remainder of a wide
 level split over batches shares a batch with the next level's steps whose dependencies are done.
+A batch sends each ready step with its *lane* (:func:`lanes`): the chain of steps after it that
+each need only the step before, run one after another within the batch, so a chain does not wait
+for its batch's slowest step at every link. A lane stops at a step that did not complete, and
+every lane of the batch stops at its next step once any step of the batch did not complete: what
+was not started is dispatched (or blocked) by the next batch, after the failure's policy applied.
 A step whose dependency failed or was blocked is blocked itself and never runs, unless the failed
 dependency's disposition is ``skip`` (its policy lets the run go on without it): then the step
 runs with that dependency's result missing (``None``).
@@ -32,7 +37,7 @@ would get garbage.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, get_args
 
@@ -91,6 +96,42 @@ def next_batch(
             # finds nothing ready, walks every level.
             break
     return Batch(ready=ready, blocked=blocked)
+
+
+def lanes(
+    manifest: Manifest,
+    ready: Sequence[str],
+    results: Mapping[str, Any],
+    dependents: Mapping[str, Sequence[str]],
+    max_steps: int,
+    may_pause: Callable[[ManifestStep], bool] = lambda step: False,
+) -> list[list[str]]:
+    """Each ready step with the chain that follows it: its only dependent, when that dependent
+    needs nothing else, then that step's only such dependent, and so on (``max_steps`` steps at
+    most). A lane's next step needs only the step before it, so it may start the moment that step
+    completed, whatever else its batch is still running. A step with a result (a blocked one a
+    replan kept) ends a lane, and so does a step that may pause the run for a person (a human
+    review, a nested plan, ``may_pause``): it starts a lane of its own in a later batch, so
+    everything finished before a pause is in the run's state while it waits."""
+    steps = {step.id: step for step in manifest.steps}
+    found = []
+    for head in ready:
+        lane = [head]
+        while len(lane) < max_steps:
+            after = dependents.get(lane[-1], ())
+            following = steps[after[0]] if len(after) == 1 else None
+            if (
+                following is None
+                or len(following.depends_on) != 1
+                or following.id in results
+                or following.type == "human_review"
+                or following.executor == "plan"
+                or may_pause(following)
+            ):
+                break
+            lane.append(after[0])
+        found.append(lane)
+    return found
 
 
 def _skipped(result: Mapping[str, Any]) -> bool:

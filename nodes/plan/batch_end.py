@@ -8,6 +8,7 @@ from langgraph.runtime import Runtime
 from veriloop.context import PlanContext
 from veriloop.engines.plan.policy import disposition, replan_allowed
 from veriloop.graph.plan_state import PlanState
+from veriloop.nodes.plan.lane import forget_batch
 from veriloop.nodes.plan.support import emit, manifest_of, plan_context, results_update
 
 
@@ -18,7 +19,9 @@ def batch_end(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
     manifest = manifest_of(state)
     results = state.get("step_results") or {}
     disposed, replan, halts = {}, [], []
-    for step_id in state.get("ready") or []:
+    forget_batch(state.get("batch_id", ""))
+    ran = [step_id for lane in state.get("lanes") or [] for step_id in lane if step_id in results]
+    for step_id in ran:  # a lane's steps after a failure did not start: the next batch has them
         result = results[step_id]
         allowed = replan_allowed(
             step_id,

@@ -1,25 +1,36 @@
 """dispatch node: find the next batch (every step whose dependencies finished, lowest levels
-first); mark steps that can never run as blocked. The router sends one ``Send`` per ready step."""
+first, each with its lane); mark steps that can never run as blocked. The router sends one
+``Send`` per lane."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from langgraph.config import get_config
+from langgraph.runtime import Runtime
 
-from veriloop.engines.plan.policy import dependency_results, next_batch
+from veriloop.context import PlanContext
+from veriloop.engines.plan.execution import commands_needing_approval
+from veriloop.engines.plan.policy import dependency_results, lanes, next_batch
 from veriloop.graph.plan_state import PlanState, StepInput
-from veriloop.nodes.plan.support import emit, levels_of, manifest_of, results_update
+from veriloop.nodes.plan.support import (
+    dependents_in,
+    emit,
+    levels_of,
+    manifest_of,
+    plan_context,
+    results_update,
+)
 from veriloop.schemas.plan_run import StepResult
 
 
-def dispatch(state: PlanState) -> dict:
+def dispatch(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
     """The next batch, or none once the run halted."""
     if state.get("halted"):
-        return {"ready": []}
-    batch = next_batch(
-        manifest_of(state), state.get("step_results") or {}, levels_of(state), _batch_limit()
-    )
+        return {"lanes": []}
+    manifest, results = manifest_of(state), state.get("step_results") or {}
+    batch = next_batch(manifest, results, levels_of(state), _batch_limit())
     blocked = {
         step_id: StepResult(step_id=step_id, status="blocked", diagnosis=why).model_dump()
         for step_id, why in batch.blocked.items()
@@ -28,7 +39,19 @@ def dispatch(state: PlanState) -> dict:
         emit(
             state, "step_finished", step_id=step_id, status="blocked", diagnosis=result["diagnosis"]
         )
-    return {"ready": batch.ready, **results_update(blocked)}
+    ctx = plan_context(runtime)
+    return {
+        "lanes": lanes(
+            manifest,
+            batch.ready,
+            results,
+            dependents_in(state),
+            ctx.lane_steps,
+            may_pause=lambda step: bool(commands_needing_approval(step, ctx.shell_allowlist)),
+        ),
+        "batch_id": uuid.uuid4().hex,
+        **results_update(blocked),
+    }
 
 
 BATCH_PER_SLOT = 4
@@ -46,13 +69,14 @@ def _batch_limit() -> int | None:
 
 
 def step_inputs(state: PlanState) -> list[StepInput]:
-    """One StepInput per ready step: the step, the agents, and its dependencies' outputs."""
+    """One StepInput per lane: its first step, the steps after it, the agents, and the first
+    step's dependencies' outputs."""
     manifest = manifest_of(state)
     results: dict[str, Any] = state.get("step_results") or {}
     agents = {name: agent.model_dump() for name, agent in manifest.agents.items()}
     inputs = []
-    for step_id in state.get("ready") or []:
-        step = manifest.step(step_id)
+    for head, *after in state.get("lanes") or []:
+        step = manifest.step(head)
         inputs.append(
             StepInput(
                 run_id=state["run_id"],
@@ -62,6 +86,8 @@ def step_inputs(state: PlanState) -> list[StepInput]:
                 depends=dependency_results(step, results),
                 depth=state.get("depth", 1),
                 sandbox=manifest.sandbox,
+                lane=[manifest.step(step_id).model_dump() for step_id in after],
+                batch_id=state["batch_id"],
             )
         )
     return inputs

@@ -12,7 +12,7 @@ from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 
 from veriloop.context import PlanContext
-from veriloop.engines.plan.manifest import dependency_levels
+from veriloop.engines.plan.manifest import dependency_levels, dependents_of
 from veriloop.engines.plan.tools import load_tools
 from veriloop.engines.plan.workspace import Workspace, workspace_tools
 from veriloop.graph.plan_state import PlanState, StepState
@@ -33,6 +33,7 @@ class _Parsed:
     agents: Any
     manifest: Manifest
     levels: list[list[str]] | None = None
+    dependents: dict[str, list[str]] | None = None
 
 
 _parsed: dict[int, _Parsed] = {}
@@ -64,6 +65,14 @@ def levels_of(state: PlanState) -> list[list[str]]:
     if entry.levels is None:
         entry.levels = dependency_levels(entry.manifest)
     return entry.levels
+
+
+def dependents_in(state: PlanState) -> dict[str, list[str]]:
+    """Each step's dependents in the manifest (computed once per plan dump)."""
+    entry = _parse(state["plan"])
+    if entry.dependents is None:
+        entry.dependents = dependents_of(entry.manifest)
+    return entry.dependents
 
 
 def step_of(state: StepState) -> ManifestStep:

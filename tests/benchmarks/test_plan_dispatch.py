@@ -27,11 +27,16 @@ def test_capacity_starts_each_step_when_its_dependencies_and_a_slot_are_free():
     assert UNEVEN.critical_path() == 4 and UNEVEN.ideal(1) == 7 and UNEVEN.ideal(2) == 4
 
 
-def test_batches_wait_for_their_slowest_step():
+def test_batches_wait_for_their_slowest_lane():
     manifest = UNEVEN.manifest()
     # Levels [a, x], [b, y], [z]: 3 + 1 + 1, with no framework time.
-    assert batch_makespan(manifest, UNEVEN.seconds, 2, next_batch) == 5
-    assert batch_makespan(manifest, UNEVEN.seconds, 2, levels_rule) == 5
+    assert batch_makespan(manifest, UNEVEN.seconds, 2, "ready") == 5
+    assert batch_makespan(manifest, UNEVEN.seconds, 2, "levels") == 5
+    # Lanes a -> b and x -> y -> z run side by side in one batch: what capacity dispatch gives.
+    assert batch_makespan(manifest, UNEVEN.seconds, 2, "lanes") == 4 == UNEVEN.capacity(2)
+    # A join ends a lane: d waits for the batch that finishes both of its dependencies.
+    joined = Plan([step("a", 3), step("x", 1), step("y", 1, "x"), step("d", 1, "a", "y")])
+    assert batch_makespan(joined.manifest(), joined.seconds, 2, "lanes") == 4
     # One slot, a batch of at most 4 (BATCH_PER_SLOT) runs its steps one after the other.
     assert list_makespan(["a", "x"], UNEVEN.seconds, {"a": (), "x": ()}, 1) == 4
 

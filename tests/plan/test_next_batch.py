@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from plan_testkit import manifest, py_step
 
-from veriloop.engines.plan.manifest import load_manifest
-from veriloop.engines.plan.policy import next_batch
+from veriloop.engines.plan.manifest import dependents_of, load_manifest
+from veriloop.engines.plan.policy import lanes, next_batch
 from veriloop.schemas.manifest import Manifest
 
 
@@ -67,3 +67,46 @@ def test_a_failed_dependency_blocks_its_downstream_and_a_skipped_one_does_not():
 def test_a_step_waiting_on_an_unfinished_dependency_is_neither_ready_nor_blocked():
     batch = next_batch(CHAINS, done("a"))
     assert batch.ready == ["x", "b"] and batch.blocked == {}
+
+
+def lanes_of(manifest: Manifest, results: dict, max_steps: int = 16) -> list[list[str]]:
+    ready = next_batch(manifest, results).ready
+    return lanes(manifest, ready, results, dependents_of(manifest), max_steps)
+
+
+def test_a_lane_is_a_ready_step_and_the_chain_that_needs_only_it():
+    assert lanes_of(CHAINS, {}) == [["a", "b", "c"], ["x", "y"]]
+    assert lanes_of(CHAINS, {}, max_steps=2) == [["a", "b"], ["x", "y"]]
+    assert lanes_of(CHAINS, {}, max_steps=1) == [["a"], ["x"]]
+    assert lanes_of(CHAINS, done("a", "x")) == [["b", "c"], ["y"]]
+
+
+def test_a_lane_stops_before_a_join_a_fork_and_a_step_with_a_result():
+    diamond = plan(
+        py_step("a"),
+        py_step("b", depends_on=["a"]),
+        py_step("c", depends_on=["a"]),  # a forks: neither b nor c joins a's lane
+        py_step("d", depends_on=["b", "c"]),  # a join: runs once both finished
+        py_step("e", depends_on=["d"]),
+        py_step("f", depends_on=["e"]),
+    )
+    assert lanes_of(diamond, {}) == [["a"]]
+    assert lanes_of(diamond, done("a")) == [["b"], ["c"]]
+    assert lanes_of(diamond, done("a", "b", "c")) == [["d", "e", "f"]]
+    # f kept a result (a replan kept a blocked step): the lane ends before it.
+    assert lanes_of(diamond, {**done("a", "b", "c"), **done("f", status="blocked")}) == [["d", "e"]]
+
+
+def test_a_step_that_may_pause_the_run_starts_a_lane_of_its_own():
+    chain = plan(
+        py_step("a"),
+        {"id": "review", "type": "human_review", "depends_on": ["a"]},
+        py_step("b", depends_on=["review"]),
+        py_step("c", depends_on=["b"]),
+    )
+    # The review starts a later lane, so a's result is in the run's state while it waits.
+    assert lanes_of(chain, {}) == [["a"]]
+    assert lanes_of(chain, done("a")) == [["review", "b", "c"]]
+    # What the caller says may pause (a model's command waiting for approval) too.
+    ready = next_batch(chain, done("a", "review")).ready
+    assert lanes(chain, ready, {}, dependents_of(chain), 16, lambda s: s.id == "c") == [["b"]]

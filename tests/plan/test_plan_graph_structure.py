@@ -8,7 +8,9 @@ from veriloop.graph.plan import build_plan_graph, graph
 
 SNAPSHOT = Path(__file__).parent / "plan_graph.mmd"
 RUN_NODES = {"plan", "critique", "dispatch", "run_step", "batch_end", "replan", "finalize"}
-STEP_NODES = {"prepare", "execute", "check", "correct", "finish", "human_review", "subplan"}
+STEP_NODES = {
+    "prepare", "execute", "check", "correct", "finish", "human_review", "subplan", "next_step"
+}  # fmt: skip
 CONDITIONAL = {
     ("plan", "critique"), ("plan", "finalize"),
     ("critique", "plan"), ("critique", "dispatch"), ("critique", "finalize"),
@@ -17,6 +19,9 @@ CONDITIONAL = {
     ("run_step:__start__", "run_step:prepare"), ("run_step:__start__", "run_step:human_review"),
     ("run_step:__start__", "run_step:subplan"),
     ("run_step:check", "run_step:correct"), ("run_step:check", "run_step:finish"),
+    # A lane's next step starts the way a step does; the end of the lane ends the task.
+    ("run_step:next_step", "run_step:prepare"), ("run_step:next_step", "run_step:human_review"),
+    ("run_step:next_step", "run_step:subplan"), ("run_step:next_step", "run_step:__end__"),
 }  # fmt: skip
 
 

@@ -3,21 +3,28 @@ blocking, parallel batches, nested plans and human reviews (python steps: no mod
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from typing import Any
+
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
 from plan_testkit import manifest, py_step
 
-from veriloop.plans import NoPendingReviewError, UnknownRunError
+from veriloop.context import PlanContext
+from veriloop.plans import NoPendingReviewError, PlanRunner, UnknownRunError
 
 
 def statuses(report) -> dict[str, str]:
     return {step_id: result.status for step_id, result in report.steps.items()}
 
 
-# a fails its predicate; b is independent; c needs a; d (level 1) needs only b.
+# a fails its predicate; b is independent and still running when a fails; c needs a; d (level 1)
+# needs only b: b's lane would start d at once, but a failed first.
 def matrix_manifest(on_failure: str, critical: bool) -> dict:
     return manifest(
         py_step("a", "bad", on_failure=on_failure, critical=critical),
-        py_step("b"),
+        py_step("b", "slow"),
         py_step("c", depends_on=["a"]),
         py_step("d", depends_on=["b"]),
     )
@@ -55,8 +62,8 @@ def test_on_failure_by_critical_matrix(runner, calls, on_failure, critical, disp
     halted = disposition == "halt"
     assert report.halted is halted and report.status == "failed"
     if halted:
-        # The run stopped at the end of a's batch: nothing after it ran.
-        assert got["c"] == got["d"] == "blocked" and calls["ok"] == 1
+        # The run stopped at the end of a's batch: nothing started after a failed.
+        assert got["c"] == got["d"] == "blocked" and calls["ok"] == 0 and calls["slow"] == 1
         assert "critical step 'a'" in report.halt_reason
     else:
         # The run went on without a: c runs without a's result.
@@ -64,6 +71,47 @@ def test_on_failure_by_critical_matrix(runner, calls, on_failure, critical, disp
         assert report.steps["c"].output == {"value": "c", "depends": ["a"]}
     # The predicate check says why a failed; its verification status is partial_pass.
     assert a.verification_status == "partial_pass" and a.attempts[-1].checks[0].passed is False
+
+
+@pytest.mark.parametrize("lane_steps", [16, 1])
+def test_a_chain_runs_on_while_a_slow_step_of_its_batch_is_still_running(
+    tools, tmp_path, lane_steps
+):
+    # w waits (up to 5 s) for z, the third step of the chain x -> y -> z beside it. In lanes, z
+    # starts as soon as y completed; with one step a lane (batches only), z waits for w's batch
+    # to end, and w gives up.
+    z_ran = threading.Event()
+
+    async def wait_for_z(input: Any = None, depends: dict | None = None) -> Any:
+        for _ in range(500):
+            if z_ran.is_set():
+                return {"saw": "z"}
+            await asyncio.sleep(0.01)
+        return {"saw": None}
+
+    def z(input: Any = None, depends: dict | None = None) -> Any:
+        z_ran.set()
+        return {"value": input, "depends": sorted(depends or {})}
+
+    runner = PlanRunner(
+        checkpointer=InMemorySaver(),
+        context=PlanContext(
+            workspace=str(tmp_path), review_critical_steps=False, lane_steps=lane_steps
+        ),
+        tools={**tools, "wait_for_z": wait_for_z, "z": z},
+    )
+    report = runner.run(
+        manifest(
+            py_step("w", "wait_for_z"),
+            py_step("x"),
+            py_step("y", depends_on=["x"]),
+            py_step("z", "z", depends_on=["y"]),
+        ),
+        concurrency=2,
+    )
+    assert report.status == "completed"
+    assert report.steps["z"].output == {"value": "z", "depends": ["y"]}
+    assert report.steps["w"].output == {"saw": "z" if lane_steps > 1 else None}
 
 
 def test_a_failed_test_run_of_a_non_critical_step_is_test_failed_not_skipped(runner):

@@ -64,7 +64,7 @@ def test_a_wide_level_runs_in_batches_of_four_a_slot(tools, calls, tmp_path):
     context = PlanContext(workspace=str(tmp_path), tools=tools, review_critical_steps=False)
     wide = manifest(*(py_step(f"p{i}") for i in range(20)))
     batches = [
-        update["dispatch"]["ready"]
+        [step_id for lane in update["dispatch"]["lanes"] for step_id in lane]
         for update in graph.stream({"run_id": "wide", "manifest": wide}, config, context=context)
         if "dispatch" in update
     ]
@@ -79,24 +79,35 @@ def test_the_rest_of_a_split_level_shares_a_batch_with_the_next_levels_ready_ste
     tools, calls, tmp_path
 ):
     graph = build_plan_graph().compile(checkpointer=InMemorySaver())
-    config = {"configurable": {"thread_id": "split"}, "max_concurrency": 2}
-    context = PlanContext(workspace=str(tmp_path), tools=tools, review_critical_steps=False)
     # Ten independent steps, each with one dependent: batches of 8 (four a slot, two slots).
     split = manifest(
         *(py_step(f"p{i}") for i in range(10)),
         *(py_step(f"d{i}", depends_on=[f"p{i}"]) for i in range(10)),
     )
-    batches = [
-        update["dispatch"]["ready"]
-        for update in graph.stream({"run_id": "split", "manifest": split}, config, context=context)
-        if "dispatch" in update
-    ]
-    # p8 and p9 do not run alone: d0..d5, whose dependencies finished, fill their batch.
-    assert batches == [
-        [f"p{i}" for i in range(8)],
-        ["p8", "p9", *(f"d{i}" for i in range(6))],
-        ["d6", "d7", "d8", "d9"],
+
+    def batches(lane_steps: int) -> list[list[list[str]]]:
+        config = {"configurable": {"thread_id": f"split-{lane_steps}"}, "max_concurrency": 2}
+        context = PlanContext(
+            workspace=str(tmp_path), tools=tools, review_critical_steps=False, lane_steps=lane_steps
+        )
+        run = {"run_id": "split", "manifest": split}
+        return [
+            update["dispatch"]["lanes"]
+            for update in graph.stream(run, config, context=context)
+            if "dispatch" in update
+        ]
+
+    # Lanes of one step: p8 and p9 do not run alone; d0..d5, whose dependencies finished, fill
+    # their batch.
+    assert batches(1) == [
+        [[f"p{i}"] for i in range(8)],
+        [["p8"], ["p9"], *([f"d{i}"] for i in range(6))],
+        [[f"d{i}"] for i in range(6, 10)],
         [],
     ]
-    assert graph.get_state(config).values["status"] == "completed"
-    assert calls == {"ok": 20}
+    # In lanes, each d runs right after its p, in the p's batch.
+    assert batches(16) == [[[f"p{i}", f"d{i}"] for i in range(8)], [["p8", "d8"], ["p9", "d9"]], []]
+    for lane_steps in (1, 16):
+        config = {"configurable": {"thread_id": f"split-{lane_steps}"}}
+        assert graph.get_state(config).values["status"] == "completed"
+    assert calls == {"ok": 40}
