@@ -88,8 +88,10 @@ class PlanState(PlanInput, total=False):
     """The critic found nothing critical in the current plan."""
     lanes: list[list[str]]
     """The current batch: one lane per ``Send``, a ready step and the chain run after it."""
+    window: list[str]
+    """Steps the current batch's lanes may also take, each once its dependencies completed."""
     batch_id: str
-    """Names the current batch in this process: its lanes stop together when a step of it failed."""
+    """Names the current batch in the process running it (``nodes/plan/lane``)."""
     step_results: Annotated[dict[str, dict[str, Any]], results()]
     """StepResult dumps by step id; parallel steps write disjoint keys."""
     superseded: Annotated[list[dict[str, Any]], history()]

@@ -320,9 +320,10 @@ class PlanContext(Context):
     lane_steps: int = field(
         default=16,
         metadata={
-            "description": "Longest chain of steps one dispatch runs one after another (each step the "
-            "only dependent of the one before it): a chain's next step starts the moment the step "
-            "before it completed, not when its whole batch ended. 1: every step waits for its batch."
+            "description": "Most steps one lane of a batch runs one after another: a chain's next "
+            "step, or another step of the batch whose dependencies all completed, starts the moment "
+            "the lane's step before it completed, not when the whole batch ended. 1: every step "
+            "waits for its batch."
         },
     )
     max_plan_revisions: int = field(

@@ -6,9 +6,11 @@ manifest order (the first ones, when the caller limits a batch's size): the rema
 level split over batches shares a batch with the next level's steps whose dependencies are done.
 A batch sends each ready step with its *lane* (:func:`lanes`): the chain of steps after it that
 each need only the step before, run one after another within the batch, so a chain does not wait
-for its batch's slowest step at every link. A lane stops at a step that did not complete, and
-every lane of the batch stops at its next step once any step of the batch did not complete: what
-was not started is dispatched (or blocked) by the next batch, after the failure's policy applied.
+for its batch's slowest step at every link. A lane at its end takes the next step of the batch's
+*window* (:func:`window`) whose dependencies have all completed, so joins, forks and the rest of a
+wide level start as capacity frees too. A lane stops at a step that did not complete, and every
+lane of the batch stops at its next step once any step of the batch did not complete: what was not
+started is dispatched (or blocked) by the next batch, after the failure's policy applied.
 A step whose dependency failed or was blocked is blocked itself and never runs, unless the failed
 dependency's disposition is ``skip`` (its policy lets the run go on without it): then the step
 runs with that dependency's result missing (``None``).
@@ -37,7 +39,7 @@ would get garbage.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, get_args
 
@@ -124,14 +126,49 @@ def lanes(
                 following is None
                 or len(following.depends_on) != 1
                 or following.id in results
-                or following.type == "human_review"
-                or following.executor == "plan"
-                or may_pause(following)
+                or _pauses(following, may_pause)
             ):
                 break
             lane.append(after[0])
         found.append(lane)
     return found
+
+
+def window(
+    manifest: Manifest,
+    results: Mapping[str, Mapping[str, Any]],
+    levels: Sequence[Sequence[str]],
+    sent: Collection[str],
+    limit: int | None,
+    may_pause: Callable[[ManifestStep], bool] = lambda step: False,
+) -> list[str]:
+    """The steps a batch may also start, besides the lanes it was sent with: each the moment every
+    one of its dependencies has completed, in the batch or before it (a lane that ends takes the
+    next such step; joins and forks run this way). Unfinished steps whose every dependency
+    completed before the batch, was ``sent``, or is an earlier step of the window; lowest levels
+    first, at most ``limit``; never a step that may pause the run (see :func:`lanes`)."""
+    steps = {step.id: step for step in manifest.steps}
+    inside = set(sent)
+    chosen: list[str] = []
+    for level in levels:
+        for step_id in level:
+            if limit is not None and len(chosen) >= limit:
+                return chosen
+            step = steps[step_id]
+            if step_id in inside or step_id in results or _pauses(step, may_pause):
+                continue
+            if all(
+                dep in inside or (results.get(dep) or {}).get("status") == "completed"
+                for dep in step.depends_on
+            ):
+                chosen.append(step_id)
+                inside.add(step_id)
+    return chosen
+
+
+def _pauses(step: ManifestStep, may_pause: Callable[[ManifestStep], bool]) -> bool:
+    """The step may pause the run for a person: a human review, a nested plan, or ``may_pause``."""
+    return step.type == "human_review" or step.executor == "plan" or may_pause(step)
 
 
 def _skipped(result: Mapping[str, Any]) -> bool:

@@ -20,8 +20,8 @@ def batch_end(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
     results = state.get("step_results") or {}
     disposed, replan, halts = {}, [], []
     forget_batch(state.get("batch_id", ""))
-    ran = [step_id for lane in state.get("lanes") or [] for step_id in lane if step_id in results]
-    for step_id in ran:  # a lane's steps after a failure did not start: the next batch has them
+    sent = [s for lane in state.get("lanes") or [] for s in lane] + (state.get("window") or [])
+    for step_id in [s for s in sent if s in results]:  # what did not start: the next batch's
         result = results[step_id]
         allowed = replan_allowed(
             step_id,

@@ -1,6 +1,6 @@
 """dispatch node: find the next batch (every step whose dependencies finished, lowest levels
-first, each with its lane); mark steps that can never run as blocked. The router sends one
-``Send`` per lane."""
+first, each with its lane, and the window of steps its lanes may take as their dependencies
+complete); mark steps that can never run as blocked. The router sends one ``Send`` per lane."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from langgraph.runtime import Runtime
 
 from veriloop.context import PlanContext
 from veriloop.engines.plan.execution import commands_needing_approval
-from veriloop.engines.plan.policy import dependency_results, lanes, next_batch
+from veriloop.engines.plan.policy import dependency_results, lanes, next_batch, window
 from veriloop.graph.plan_state import PlanState, StepInput
+from veriloop.nodes.plan.lane import open_batch
 from veriloop.nodes.plan.support import (
     dependents_in,
     emit,
@@ -22,13 +23,14 @@ from veriloop.nodes.plan.support import (
     plan_context,
     results_update,
 )
+from veriloop.schemas.manifest import ManifestStep
 from veriloop.schemas.plan_run import StepResult
 
 
 def dispatch(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
     """The next batch, or none once the run halted."""
     if state.get("halted"):
-        return {"lanes": []}
+        return {"lanes": [], "window": []}
     manifest, results = manifest_of(state), state.get("step_results") or {}
     batch = next_batch(manifest, results, levels_of(state), _batch_limit())
     blocked = {
@@ -40,18 +42,24 @@ def dispatch(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
             state, "step_finished", step_id=step_id, status="blocked", diagnosis=result["diagnosis"]
         )
     ctx = plan_context(runtime)
-    return {
-        "lanes": lanes(
-            manifest,
-            batch.ready,
-            results,
-            dependents_in(state),
-            ctx.lane_steps,
-            may_pause=lambda step: bool(commands_needing_approval(step, ctx.shell_allowlist)),
-        ),
-        "batch_id": uuid.uuid4().hex,
-        **results_update(blocked),
-    }
+
+    def may_pause(step: ManifestStep) -> bool:
+        return bool(commands_needing_approval(step, ctx.shell_allowlist))
+
+    sent = lanes(manifest, batch.ready, results, dependents_in(state), ctx.lane_steps, may_pause)
+    extra = []  # a lane of one step takes no other: every step waits for its batch
+    if ctx.lane_steps > 1:
+        in_lanes = {step_id for lane in sent for step_id in lane}
+        extra = window(manifest, results, levels_of(state), in_lanes, _batch_limit(), may_pause)
+    batch_id = uuid.uuid4().hex
+    if extra:
+        needed = {dep for step_id in extra for dep in manifest.step(step_id).depends_on}
+        open_batch(
+            batch_id,
+            [manifest.step(step_id).model_dump() for step_id in extra],
+            {dep: results[dep].get("output") for dep in needed if dep in results},
+        )
+    return {"lanes": sent, "window": extra, "batch_id": batch_id, **results_update(blocked)}
 
 
 BATCH_PER_SLOT = 4

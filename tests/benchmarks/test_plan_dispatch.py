@@ -34,9 +34,14 @@ def test_batches_wait_for_their_slowest_lane():
     assert batch_makespan(manifest, UNEVEN.seconds, 2, "levels") == 5
     # Lanes a -> b and x -> y -> z run side by side in one batch: what capacity dispatch gives.
     assert batch_makespan(manifest, UNEVEN.seconds, 2, "lanes") == 4 == UNEVEN.capacity(2)
-    # A join ends a lane: d waits for the batch that finishes both of its dependencies.
+    # The join d is in the batch's window: a's lane, which completes its last dependency, takes
+    # it; in batches it waits for the next one.
     joined = Plan([step("a", 3), step("x", 1), step("y", 1, "x"), step("d", 1, "a", "y")])
     assert batch_makespan(joined.manifest(), joined.seconds, 2, "lanes") == 4
+    assert batch_makespan(joined.manifest(), joined.seconds, 2, "ready") == 5
+    # A lane that finds nothing ready ends: with one slot, x's lane ends before a ran, and a's
+    # lane (x, y and a done) takes d.
+    assert batch_makespan(joined.manifest(), joined.seconds, 1, "lanes") == 6
     # One slot, a batch of at most 4 (BATCH_PER_SLOT) runs its steps one after the other.
     assert list_makespan(["a", "x"], UNEVEN.seconds, {"a": (), "x": ()}, 1) == 4
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from plan_testkit import manifest, py_step
 
-from veriloop.engines.plan.manifest import dependents_of, load_manifest
-from veriloop.engines.plan.policy import lanes, next_batch
+from veriloop.engines.plan.manifest import dependency_levels, dependents_of, load_manifest
+from veriloop.engines.plan.policy import lanes, next_batch, window
+from veriloop.nodes.plan.lane import OpenBatch
 from veriloop.schemas.manifest import Manifest
 
 
@@ -110,3 +111,41 @@ def test_a_step_that_may_pause_the_run_starts_a_lane_of_its_own():
     # What the caller says may pause (a model's command waiting for approval) too.
     ready = next_batch(chain, done("a", "review")).ready
     assert lanes(chain, ready, {}, dependents_of(chain), 16, lambda s: s.id == "c") == [["b"]]
+
+
+def test_the_window_holds_what_may_start_once_the_batch_completes_its_dependencies():
+    mesh = plan(
+        py_step("a"),
+        py_step("b"),
+        py_step("j", depends_on=["a", "b"]),  # a join of two lanes
+        py_step("k", depends_on=["j", "c"]),  # c finished before: k needs only j of the batch
+        py_step("c"),
+        {"id": "review", "type": "human_review", "depends_on": ["a"]},  # may pause: never
+        py_step("after", depends_on=["review"]),  # needs a step outside the batch
+        py_step("d"),
+    )
+    results = done("c")
+    levels = dependency_levels(mesh)
+    sent = lanes_of(mesh, results)
+    assert sent == [["a"], ["b"], ["d"]]
+    ids = {s for lane in sent for s in lane}
+    assert window(mesh, results, levels, ids, None) == ["j", "k"]
+    assert window(mesh, results, levels, ids, 1) == ["j"]
+    # A ready step beyond the batch's limit is in the window too.
+    assert window(mesh, results, levels, {"a", "b"}, None) == ["d", "j", "k"]
+
+
+def test_a_lane_takes_a_window_step_once_all_its_dependencies_completed():
+    batch = OpenBatch(
+        {
+            s["id"]: s
+            for s in ({"id": "j", "depends_on": ["a", "b"]}, {"id": "y2", "depends_on": ["x"]})
+        },
+        {},
+    )
+    batch.completed["a"] = 1
+    assert batch.take("a") is None  # j still needs b
+    batch.completed.update(x=2, b=3)
+    assert batch.take("b")["id"] == "j"  # b's own dependent first
+    assert batch.take("b")["id"] == "y2"  # then whatever is ready
+    assert batch.take("b") is None and batch.steps == {}

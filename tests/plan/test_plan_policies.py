@@ -74,12 +74,13 @@ def test_on_failure_by_critical_matrix(runner, calls, on_failure, critical, disp
 
 
 @pytest.mark.parametrize("lane_steps", [16, 1])
-def test_a_chain_runs_on_while_a_slow_step_of_its_batch_is_still_running(
+def test_a_batch_starts_each_step_once_its_dependencies_completed_beside_a_slow_one(
     tools, tmp_path, lane_steps
 ):
-    # w waits (up to 5 s) for z, the third step of the chain x -> y -> z beside it. In lanes, z
-    # starts as soon as y completed; with one step a lane (batches only), z waits for w's batch
-    # to end, and w gives up.
+    # w waits (up to 5 s) for z, which needs y and y2; x forks into y and y2, and y runs on in
+    # x's lane. In lanes, y2 and then the join z start as their dependencies complete, while w is
+    # still running; with one step a lane (batches only), z waits for w's batch to end, and w
+    # gives up.
     z_ran = threading.Event()
 
     async def wait_for_z(input: Any = None, depends: dict | None = None) -> Any:
@@ -105,12 +106,14 @@ def test_a_chain_runs_on_while_a_slow_step_of_its_batch_is_still_running(
             py_step("w", "wait_for_z"),
             py_step("x"),
             py_step("y", depends_on=["x"]),
-            py_step("z", "z", depends_on=["y"]),
+            py_step("y2", depends_on=["x"]),
+            py_step("z", "z", depends_on=["y", "y2"]),
         ),
         concurrency=2,
     )
     assert report.status == "completed"
-    assert report.steps["z"].output == {"value": "z", "depends": ["y"]}
+    assert report.steps["y2"].output == {"value": "y2", "depends": ["x"]}
+    assert report.steps["z"].output == {"value": "z", "depends": ["y", "y2"]}
     assert report.steps["w"].output == {"saw": "z" if lane_steps > 1 else None}
 
 

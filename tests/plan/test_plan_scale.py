@@ -60,19 +60,34 @@ def test_the_parallel_limit_comes_from_the_context(runner):
 
 def test_a_wide_level_runs_in_batches_of_four_a_slot(tools, calls, tmp_path):
     graph = build_plan_graph().compile(checkpointer=InMemorySaver())
-    config = {"configurable": {"thread_id": "wide"}, "max_concurrency": 2}
-    context = PlanContext(workspace=str(tmp_path), tools=tools, review_critical_steps=False)
     wide = manifest(*(py_step(f"p{i}") for i in range(20)))
-    batches = [
-        [step_id for lane in update["dispatch"]["lanes"] for step_id in lane]
-        for update in graph.stream({"run_id": "wide", "manifest": wide}, config, context=context)
-        if "dispatch" in update
-    ]
+
+    def batches(lane_steps: int) -> list[tuple[list[str], list[str]]]:
+        config = {"configurable": {"thread_id": f"wide-{lane_steps}"}, "max_concurrency": 2}
+        context = PlanContext(
+            workspace=str(tmp_path), tools=tools, review_critical_steps=False, lane_steps=lane_steps
+        )
+        found = [
+            (
+                [s for lane in update["dispatch"]["lanes"] for s in lane],
+                update["dispatch"]["window"],
+            )
+            for update in graph.stream(
+                {"run_id": "wide", "manifest": wide}, config, context=context
+            )
+            if "dispatch" in update
+        ]
+        assert graph.get_state(config).values["status"] == "completed"
+        return found
+
     # Four steps a slot (nodes/plan/dispatch.BATCH_PER_SLOT), in manifest order.
-    assert [len(b) for b in batches] == [8, 8, 4, 0]
-    assert [s for b in batches for s in b] == [f"p{i}" for i in range(20)]
-    assert graph.get_state(config).values["status"] == "completed"
-    assert calls == {"ok": 20}
+    sent = batches(1)
+    assert [len(lanes) for lanes, _ in sent] == [8, 8, 4, 0]
+    assert [s for lanes, _ in sent for s in lanes] == [f"p{i}" for i in range(20)]
+    # In lanes, the batch's window holds as many more, each taken by a lane as it ends.
+    ids = [f"p{i}" for i in range(20)]
+    assert batches(16) == [(ids[:8], ids[8:16]), (ids[16:], []), ([], [])]
+    assert calls == {"ok": 40}
 
 
 def test_the_rest_of_a_split_level_shares_a_batch_with_the_next_levels_ready_steps(
@@ -92,7 +107,7 @@ def test_the_rest_of_a_split_level_shares_a_batch_with_the_next_levels_ready_ste
         )
         run = {"run_id": "split", "manifest": split}
         return [
-            update["dispatch"]["lanes"]
+            (update["dispatch"]["lanes"], update["dispatch"]["window"])
             for update in graph.stream(run, config, context=context)
             if "dispatch" in update
         ]
@@ -100,13 +115,17 @@ def test_the_rest_of_a_split_level_shares_a_batch_with_the_next_levels_ready_ste
     # Lanes of one step: p8 and p9 do not run alone; d0..d5, whose dependencies finished, fill
     # their batch.
     assert batches(1) == [
-        [[f"p{i}"] for i in range(8)],
-        [["p8"], ["p9"], *([f"d{i}"] for i in range(6))],
-        [[f"d{i}"] for i in range(6, 10)],
-        [],
+        ([[f"p{i}"] for i in range(8)], []),
+        ([["p8"], ["p9"], *([f"d{i}"] for i in range(6))], []),
+        ([[f"d{i}"] for i in range(6, 10)], []),
+        ([], []),
     ]
-    # In lanes, each d runs right after its p, in the p's batch.
-    assert batches(16) == [[[f"p{i}", f"d{i}"] for i in range(8)], [["p8", "d8"], ["p9", "d9"]], []]
+    # In lanes, each d runs right after its p; p8 and p9 and their dependents are the window, taken
+    # by lanes as they end: one batch.
+    assert batches(16) == [
+        ([[f"p{i}", f"d{i}"] for i in range(8)], ["p8", "p9", "d8", "d9"]),
+        ([], []),
+    ]
     for lane_steps in (1, 16):
         config = {"configurable": {"thread_id": f"split-{lane_steps}"}}
         assert graph.get_state(config).values["status"] == "completed"

@@ -365,6 +365,39 @@ async def test_two_executions_of_one_plan_run_record_each_batch_once(database_ur
     assert siblings(database_url) == 0
 
 
+async def test_a_join_taken_by_a_lane_runs_once_when_a_second_execution_resumes_the_batch(
+    database_url, tmp_path
+):
+    # a and slow are lanes of one batch; join (needing both) is in its window: the lane that
+    # completes slow takes it in a's process. b has no window (it did not dispatch the batch):
+    # its copy of slow's lane ends instead. Both lanes' checkpoints are fenced, so only one of
+    # the two goes on, and join runs once, in this batch or the next.
+    markers = tmp_path / "markers.txt"
+    manifest = {
+        "goal": "one execution's window",
+        "steps": [
+            python_step("a", markers),
+            python_step("slow", markers, sleep=1.0),
+            python_step("join", markers, depends_on=["a", "slow"]),
+        ],
+    }
+    async with plan_services(database_url, str(tmp_path)) as (a, b):
+        run_id = (await a.start(TENANT, PlanRunRequest(manifest=manifest))).run_id
+        while "slow" not in (markers.read_text() if markers.exists() else ""):
+            await asyncio.sleep(0.02)
+        await b.resume(TENANT, run_id)  # a's lock died: b takes the run from the same checkpoint
+        thread = scoped_id(TENANT, run_id)
+        while await a.executing(thread) or await b.executing(thread):
+            await asyncio.sleep(0.05)
+        report = await b.detail(TENANT, run_id)
+
+    assert report.status == "completed", report
+    assert [len(report.steps[step].attempts) for step in ("a", "slow", "join")] == [1, 1, 1]
+    assert markers.read_text().splitlines().count("join") == 1
+    assert report.steps["join"].output is not None
+    assert siblings(database_url) == 0
+
+
 async def test_a_checkpoint_gone_since_the_listing_is_neither_adopted_nor_an_error(
     database_url, scripted_model, playbook, monkeypatch
 ):
