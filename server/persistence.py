@@ -15,14 +15,20 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, empty_checkpoint
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointTuple,
+    empty_checkpoint,
+)
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.store.base import BaseStore, Op, Result
@@ -89,6 +95,18 @@ DISCARD_SQL = (
 )
 
 
+@dataclass
+class _Head:
+    """A run's start checkpoint, known to be its thread's latest, once the run has loaded it."""
+
+    thread_id: str
+    checkpoint_id: str
+    loaded: CheckpointTuple | None = None
+
+
+_RUN_AT_HEAD: ContextVar[_Head | None] = ContextVar("veriloop_run_at_head", default=None)
+
+
 def fenced_out(exc: BaseException) -> bool:
     """True when ``exc`` (or what caused it) is the fence refusing a second child of one checkpoint."""
     while exc is not None:
@@ -124,7 +142,41 @@ class Fenced:
         metadata: dict,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        if (head := _RUN_AT_HEAD.get()) is not None:
+            head.loaded = None  # the thread has moved on: its latest is no longer the start
         return await super().aput(config, checkpoint, {**metadata, FENCE: True}, new_versions)
+
+    @contextmanager
+    def at_head(self, thread_id: str, checkpoint_id: str) -> Iterator[None]:
+        """Within: a run pinned to ``checkpoint_id``, which the caller knows (under the task's
+        lock) is the thread's latest.
+
+        LangGraph loads a pinned checkpoint, then the thread's latest only to compare their ids
+        (is the run replaying an older one?): a second read and decoding of the whole state each
+        step. Here the latest is the checkpoint just loaded, given back once, unless a checkpoint
+        was saved since.
+        """
+        token = _RUN_AT_HEAD.set(_Head(thread_id, checkpoint_id))
+        try:
+            yield
+        finally:
+            _RUN_AT_HEAD.reset(token)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        head, wanted = _RUN_AT_HEAD.get(), config["configurable"]
+        if (
+            head is None
+            or wanted.get("thread_id") != head.thread_id
+            or wanted.get("checkpoint_ns", "") != ""
+        ):
+            return await super().aget_tuple(config)
+        if wanted.get("checkpoint_id") is None and head.loaded is not None:
+            loaded, head.loaded = head.loaded, None
+            return loaded
+        found = await super().aget_tuple(config)
+        if wanted.get("checkpoint_id") == head.checkpoint_id:
+            head.loaded = found
+        return found
 
     async def ahead(self, thread_id: str) -> str | None:
         """The id of the thread's latest checkpoint (None for a new thread): one indexed row."""

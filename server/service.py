@@ -9,6 +9,7 @@ status; ``LLMUnavailable`` and a lost database (``DATABASE_UNAVAILABLE``) propag
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable
@@ -217,7 +218,10 @@ class TaskService:
         if key is not None:  # read back if the step is adopted (_settle)
             config["configurable"] |= {RETRY_ID: key.request_id, RETRY_FINGERPRINT: key.fingerprint}
         try:
-            values, checkpoint_id = await self._invoke(graph_input, config)
+            # The start is the thread's latest checkpoint: the entry's once the lock is held (or
+            # settled, above), the new task's root once its leftovers are gone (_start).
+            with self.checkpoints.at_head(task_id, start) if start else contextlib.nullcontext():
+                values, checkpoint_id = await self._invoke(graph_input, config)
         except BaseException as exc:
             try:
                 await asyncio.shield(self._forget_failed_run(task_id, start))

@@ -16,6 +16,7 @@ from functools import partial
 
 import psycopg
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 from plan_tools import TOOLS
 from service_testkit import goal, observation, python_step
 
@@ -419,3 +420,51 @@ async def test_a_checkpoint_gone_since_the_listing_is_neither_adopted_nor_an_err
             TENANT, request(observation(6, 1, taskId=task_id, stepIndex=0))
         )
         assert reply.step_index == 1
+
+
+async def test_a_step_reads_its_checkpoint_once(
+    database_url, scripted_model, playbook, monkeypatch
+):
+    """LangGraph reads a pinned run's checkpoint, then the thread's latest to compare their ids:
+    the service's run starts at the latest, so the second read is the first one given back."""
+    async with services(database_url, 1) as (service,):
+        task_id = (
+            await service.interact(TENANT, request(observation(6, 0, query=goal(6, 5))))
+        ).task_id
+        entry = await service.index.get(TENANT, task_id)
+        library_saver = type(service.checkpoints).__mro__[2]
+        read = library_saver.aget_tuple
+        reads = []
+
+        async def counted(self, config):
+            reads.append(dict(config["configurable"]))
+            return await read(self, config)
+
+        monkeypatch.setattr(library_saver, "aget_tuple", counted)
+        reply = await service.interact(
+            TENANT, request(observation(6, 1, taskId=task_id, stepIndex=0))
+        )
+        assert reply.step_index == 1
+        assert [r.get("checkpoint_id") for r in reads if r["thread_id"] == task_id] == [
+            entry.checkpoint_id
+        ]
+
+
+async def test_the_latest_checkpoint_of_a_run_at_its_head_is_read_again_once_one_is_saved(
+    database_url,
+):
+    async with open_persistence(Settings(database_url=database_url)) as storage:
+        saver = storage.checkpointer
+        thread = uuid.uuid4().hex
+        root = await saver.aroot(thread)
+        latest = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        pinned = {"configurable": {**latest["configurable"], "checkpoint_id": root}}
+        with saver.at_head(thread, root):
+            loaded = await saver.aget_tuple(pinned)
+            assert await saver.aget_tuple(latest) is loaded
+            # Given back once: a second ask reads the database, which answers the same.
+            assert await saver.aget_tuple(latest) == loaded
+            await saver.aget_tuple(pinned)
+            child = empty_checkpoint()
+            await saver.aput(pinned, child, {"step": 0}, {})
+            assert (await saver.aget_tuple(latest)).checkpoint["id"] == child["id"]
