@@ -3,7 +3,8 @@
 START -> plan -> critique -> dispatch -> run_step (one Send per lane) -> batch_end
       -> replan | dispatch | finalize -> END; each run_step is the step graph: prepare -> execute
       -> check -> correct -> execute ... -> finish (or human_review, or a nested subplan)
-      -> next_step -> the lane's next step (prepare | human_review | subplan) or END.
+      -> next_step (unless nothing can follow) -> the lane's next step (prepare | human_review |
+      subplan) or END.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from veriloop.graph.plan_routers import (
     route_after_batch,
     route_after_check,
     route_after_critique,
+    route_after_finish,
     route_after_plan,
     route_after_step,
     route_dispatch,
@@ -55,9 +57,8 @@ def build_step_graph() -> StateGraph:
     builder.add_edge("execute", "check")
     builder.add_conditional_edges("check", Router(route_after_check))
     builder.add_edge("correct", "execute")
-    builder.add_edge("finish", "next_step")
-    builder.add_edge("human_review", "next_step")
-    builder.add_edge("subplan", "next_step")
+    for node in ("finish", "human_review", "subplan"):
+        builder.add_conditional_edges(node, Router(route_after_finish))
     builder.add_conditional_edges("next_step", Router(route_after_step))
     return builder
 

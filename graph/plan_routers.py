@@ -52,6 +52,15 @@ def route_step_start(state: StepState) -> Literal["prepare", "human_review", "su
     return "prepare"
 
 
+def route_after_finish(state: StepState) -> Literal["next_step", "__end__"]:
+    """A step that did not complete, or one its lane may follow (its chain, the batch's window),
+    goes to next_step; a lone step of a batch with no window ends the task (one checkpoint less)."""
+    result = (state.get("step_results") or {}).get(state["step"]["id"]) or {}
+    if result.get("status") != "completed" or state.get("lane") or state.get("windowed"):
+        return "next_step"
+    return END
+
+
 def route_after_step(
     state: StepState,
 ) -> Literal["prepare", "human_review", "subplan", "__end__"]:

@@ -121,27 +121,30 @@ class PlanState(PlanInput, total=False):
 
 
 class StepInput(TypedDict, total=False):
-    """What the plan graph sends a step (one ``Send`` per ready step)."""
+    """What the plan graph sends a lane (one ``Send`` each); what a lane's steps only read is
+    stored with the checkpoint that changed it, not copied into every later one."""
 
     run_id: str
     """The run this step belongs to."""
-    goal: str
+    goal: Annotated[str, per_revision()]
     """The run's goal, for reviews."""
-    step: dict[str, Any]
+    step: Annotated[dict[str, Any], per_revision()]
     """The ManifestStep dump."""
-    agents: dict[str, Any]
+    agents: Annotated[dict[str, Any], per_revision()]
     """The manifest's agents (AgentSpec dumps by name)."""
-    depends: dict[str, Any]
+    depends: Annotated[dict[str, Any], per_revision()]
     """Outputs of the step's dependencies (None for a skipped one)."""
     depth: int
     """Nesting depth of the run."""
     sandbox: SandboxMode | None
     """The manifest's sandbox setting (the stricter of it and the context's applies)."""
-    lane: list[dict[str, Any]]
+    lane: Annotated[list[dict[str, Any]], per_revision()]
     """ManifestStep dumps of the steps run after this one, in order, each once the one before it
-    completed (``engines.plan.policy.lanes``)."""
+    completed (``engines.plan.policy.lanes``); stored when it changes, not in every checkpoint."""
     batch_id: str
     """The batch this step was sent in (``PlanState.batch_id``)."""
+    windowed: bool
+    """The batch has a window: a lane at the end of its chain may take one of its steps."""
 
 
 class StepOutput(TypedDict, total=False):
@@ -154,21 +157,23 @@ class StepOutput(TypedDict, total=False):
 
 
 class StepState(StepInput, StepOutput, total=False):
-    """One step's verify-fix loop; every attempt is a checkpoint."""
+    """One step's verify-fix loop; every attempt is a checkpoint. What an attempt writes once and
+    later nodes only read (the task, the baseline, the execution, the attempts) is stored with the
+    checkpoint that changed it, not copied into every later one of the step."""
 
-    task: str
+    task: Annotated[str, per_revision()]
     """The original task text (input with dependency results), kept for every corrective prompt."""
-    prompt: str
+    prompt: Annotated[str, per_revision()]
     """What the executor gets on the next attempt: the task, then corrective prompts."""
-    baseline: dict[str, Any]
+    baseline: Annotated[dict[str, Any], per_revision()]
     """The pre-step tree (copies in the snapshot store) and fingerprints of tests and check scripts."""
     commands_approved: bool
     """A person approved this model-written step's commands (or none needed approval)."""
-    execution: dict[str, Any] | None
+    execution: Annotated[dict[str, Any], per_revision()]
     """ExecutionResult dump of the latest attempt."""
     started_at: float
     """Epoch seconds when the latest attempt started (wall clock: an attempt may resume elsewhere)."""
-    attempts: list[dict[str, Any]]
+    attempts: Annotated[list[dict[str, Any]], per_revision()]
     """AttemptReport dumps, in order."""
     move: StepMove
     """The fix loop's decision after the latest attempt."""

@@ -96,6 +96,7 @@ def step_inputs(state: PlanState) -> list[StepInput]:
                 sandbox=manifest.sandbox,
                 lane=[manifest.step(step_id).model_dump() for step_id in after],
                 batch_id=state["batch_id"],
+                windowed=bool(state.get("window")),
             )
         )
     return inputs

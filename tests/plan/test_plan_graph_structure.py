@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from langgraph.graph import END
+
 from veriloop.graph.plan import build_plan_graph, graph
+from veriloop.graph.plan_routers import route_after_finish, route_after_step
 
 SNAPSHOT = Path(__file__).parent / "plan_graph.mmd"
 RUN_NODES = {"plan", "critique", "dispatch", "run_step", "batch_end", "replan", "finalize"}
@@ -19,6 +22,10 @@ CONDITIONAL = {
     ("run_step:__start__", "run_step:prepare"), ("run_step:__start__", "run_step:human_review"),
     ("run_step:__start__", "run_step:subplan"),
     ("run_step:check", "run_step:correct"), ("run_step:check", "run_step:finish"),
+    # A step goes on in its lane, or ends the task when nothing can follow it.
+    ("run_step:finish", "run_step:next_step"), ("run_step:finish", "run_step:__end__"),
+    ("run_step:human_review", "run_step:next_step"), ("run_step:human_review", "run_step:__end__"),
+    ("run_step:subplan", "run_step:next_step"), ("run_step:subplan", "run_step:__end__"),
     # A lane's next step starts the way a step does; the end of the lane ends the task.
     ("run_step:next_step", "run_step:prepare"), ("run_step:next_step", "run_step:human_review"),
     ("run_step:next_step", "run_step:subplan"), ("run_step:next_step", "run_step:__end__"),
@@ -47,3 +54,19 @@ def test_mermaid_snapshot():
 def test_exported_plan_graph_has_no_checkpointer():
     assert graph.checkpointer is None and graph.name == "plan"
     assert set(build_plan_graph().nodes) == RUN_NODES
+
+
+def test_a_step_goes_to_next_step_only_when_something_can_follow_it():
+    def state(status: str, **fields) -> dict:
+        return {"step": {"id": "s"}, "step_results": {"s": {"status": status}}, **fields}
+
+    assert (
+        route_after_finish(state("completed")) == END
+    )  # a lone step of a batch: one checkpoint less
+    assert route_after_finish(state("completed", lane=[{"id": "t"}])) == "next_step"
+    assert route_after_finish(state("completed", windowed=True)) == "next_step"
+    assert route_after_finish(state("failed")) == "next_step"  # its batch's lanes must stop
+    assert route_after_step({"lane_move": "end", "step": {"id": "t"}}) == END
+    assert route_after_step({"lane_move": "next", "step": {"id": "t", "type": "human_review"}}) == (
+        "human_review"
+    )
