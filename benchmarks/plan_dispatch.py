@@ -64,6 +64,7 @@ from veriloop.context import PlanContext
 from veriloop.engines.plan.manifest import dependency_levels, dependents_of, load_manifest
 from veriloop.engines.plan.policy import Batch, lanes, next_batch, window
 from veriloop.nodes.plan.dispatch import BATCH_PER_SLOT
+from veriloop.nodes.plan.lane import OpenBatch
 from veriloop.plans import PlanRunner
 from veriloop.schemas.manifest import Manifest
 
@@ -212,9 +213,9 @@ def _one_batch(
 ) -> tuple[float, set[str]]:
     """When the batch's last lane ends (nodes/plan/lane.next_step's choices, no framework time),
     and the steps it ran (window steps no lane took are the next batch's)."""
-    deps = {step.id: step.depends_on for step in manifest.steps}
+    window = OpenBatch({s: {"id": s, "depends_on": manifest.step(s).depends_on} for s in extra})
     queue = [list(lane) for lane in sent]  # lanes waiting for a slot, in batch order
-    untaken, done = list(extra), set()
+    done: set[str] = set()
     running: list[tuple[float, int, str, list[str], int]] = []  # end, lane no, step, rest, ran
     now, number = 0.0, 0
     while queue or running:
@@ -224,13 +225,11 @@ def _one_batch(
             number += 1
         now, lane, step_id, rest, ran = heapq.heappop(running)
         done.add(step_id)
+        window.completed[step_id] = None
         following = None
         if ran < lane_steps:
-            ready = [s for s in untaken if all(d in done for d in deps[s])]
-            mine = [s for s in ready if step_id in deps[s]]
-            following = rest.pop(0) if rest else next(iter(mine or ready), None)
+            following = rest.pop(0) if rest else (window.take(step_id) or {}).get("id")
         if following is not None:
-            untaken = [s for s in untaken if s != following]
             heapq.heappush(running, (now + seconds[following], lane, following, rest, ran + 1))
     return now, done
 

@@ -9,14 +9,14 @@ from veriloop.context import PlanContext
 from veriloop.engines.plan.policy import disposition, replan_allowed
 from veriloop.graph.plan_state import PlanState
 from veriloop.nodes.plan.lane import forget_batch
-from veriloop.nodes.plan.support import emit, manifest_of, plan_context, results_update
+from veriloop.nodes.plan.support import emit, plan_context, results_update, steps_in
 
 
 def batch_end(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
     """Record each failed step's disposition (skip, block, halt, replan: its status stays what
     happened to it); ask for one replan covering every step of the batch that wants one."""
     ctx = plan_context(runtime)
-    manifest = manifest_of(state)
+    steps = steps_in(state)
     results = state.get("step_results") or {}
     disposed, replan, halts = {}, [], []
     forget_batch(state.get("batch_id", ""))
@@ -30,7 +30,7 @@ def batch_end(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
             max_per_step=ctx.max_replans_per_step,
             max_per_run=ctx.max_replans_per_run,
         )
-        move = disposition(manifest.step(step_id), result["status"], replan_allowed=allowed)
+        move = disposition(steps[step_id], result["status"], replan_allowed=allowed)
         if move != "continue":
             disposed[step_id] = {**result, "disposition": move}
             emit(state, "step_disposition", step_id=step_id, disposition=move)

@@ -22,6 +22,7 @@ from veriloop.nodes.plan.support import (
     manifest_of,
     plan_context,
     results_update,
+    steps_in,
 )
 from veriloop.schemas.manifest import ManifestStep
 from veriloop.schemas.plan_run import StepResult
@@ -53,10 +54,11 @@ def dispatch(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
         extra = window(manifest, results, levels_of(state), in_lanes, _batch_limit(), may_pause)
     batch_id = uuid.uuid4().hex
     if extra:
-        needed = {dep for step_id in extra for dep in manifest.step(step_id).depends_on}
+        steps = steps_in(state)
+        needed = {dep for step_id in extra for dep in steps[step_id].depends_on}
         open_batch(
             batch_id,
-            [manifest.step(step_id).model_dump() for step_id in extra],
+            [steps[step_id].model_dump() for step_id in extra],
             {dep: results[dep].get("output") for dep in needed if dep in results},
         )
     return {"lanes": sent, "window": extra, "batch_id": batch_id, **results_update(blocked)}
@@ -82,9 +84,10 @@ def step_inputs(state: PlanState) -> list[StepInput]:
     manifest = manifest_of(state)
     results: dict[str, Any] = state.get("step_results") or {}
     agents = {name: agent.model_dump() for name, agent in manifest.agents.items()}
+    steps = steps_in(state)
     inputs = []
     for head, *after in state.get("lanes") or []:
-        step = manifest.step(head)
+        step = steps[head]
         inputs.append(
             StepInput(
                 run_id=state["run_id"],
@@ -94,7 +97,7 @@ def step_inputs(state: PlanState) -> list[StepInput]:
                 depends=dependency_results(step, results),
                 depth=state.get("depth", 1),
                 sandbox=manifest.sandbox,
-                lane=[manifest.step(step_id).model_dump() for step_id in after],
+                lane=[steps[step_id].model_dump() for step_id in after],
                 batch_id=state["batch_id"],
                 windowed=bool(state.get("window")),
             )

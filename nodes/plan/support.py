@@ -34,6 +34,7 @@ class _Parsed:
     manifest: Manifest
     levels: list[list[str]] | None = None
     dependents: dict[str, list[str]] | None = None
+    by_id: dict[str, ManifestStep] | None = None
 
 
 _parsed: dict[int, _Parsed] = {}
@@ -73,6 +74,14 @@ def dependents_in(state: PlanState) -> dict[str, list[str]]:
     if entry.dependents is None:
         entry.dependents = dependents_of(entry.manifest)
     return entry.dependents
+
+
+def steps_in(state: PlanState) -> dict[str, ManifestStep]:
+    """The manifest's steps by id (``Manifest.step`` scans the list; built once per plan dump)."""
+    entry = _parse(state["plan"])
+    if entry.by_id is None:
+        entry.by_id = {step.id: step for step in entry.manifest.steps}
+    return entry.by_id
 
 
 def step_of(state: StepState) -> ManifestStep:
