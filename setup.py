@@ -1,4 +1,4 @@
-"""The compiled parts of veriloop: the skeleton's page walk, its identity text for fingerprints and the
+"""The compiled parts of veriloop: the skeleton's page walk, the compact page's, its identity text for fingerprints and the
 request body's scan (everything else is in pyproject.toml)."""
 
 import lxml
@@ -12,6 +12,11 @@ setup(
                 "veriloop.engines.skeleton_walk",
                 ["engines/skeleton_walk.pyx"],
                 include_dirs=lxml.get_include(),  # lxml's public C API and libxml2's headers
+            ),
+            Extension(
+                "veriloop.engines.compact_walk",
+                ["engines/compact_walk.pyx"],
+                include_dirs=lxml.get_include(),
             ),
             Extension("veriloop.engines.skeleton_identity", ["engines/skeleton_identity.pyx"]),
             Extension("veriloop.schemas.json_marks", ["schemas/json_marks.pyx"]),

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from cachetools import LRUCache, cached
 from lxml import etree
 
-from veriloop.engines import skeleton_walk
+from veriloop.engines import compact_walk
 from veriloop.engines.skeleton import parse_html
 from veriloop.schemas.page_contract import ELEMENT_ID_ATTR, HIDDEN_ATTR
 
@@ -46,10 +46,6 @@ character lxml cannot write."""
 _ID_NAME, _HIDDEN_NAME = ELEMENT_ID_ATTR.encode(), HIDDEN_ATTR.encode()
 _MAX_ANCHORS = 4
 _ID_MARK = f'{ELEMENT_ID_ATTR}="'
-_SPACES = re.compile(r"\s+")
-# Characters lxml parses (a page can carry them as text or as &#xFFFF;) but refuses to write back:
-# XML 1.0 forbids them.
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _WORD = re.compile(r"[a-z0-9]{3,}")
 _STOPWORDS = frozenset(
     "the and then with for from into onto that this click enter type select open page field button "
@@ -111,8 +107,11 @@ def page_element_ids(html: str | bytes) -> frozenset[int]:
     return compact_page(html).element_ids
 
 
-_DROPPED = "veriloop-dropped"
-"""A tag name no page uses: hidden elements are renamed to it so one C-level pass removes them with the noise."""
+_DROPPED = b"veriloop-dropped"
+"""What hidden elements were renamed to, to be stripped with the noise, when the compact form was
+made in place: an element of that name is left out too, and a hidden root (never stripped) is
+written with it."""
+_LEFT_OUT = (_DROPPED, *(tag.encode() for tag in _NOISE_TAGS))
 
 
 PAGE_CACHE_BYTES = 64 << 20
@@ -161,27 +160,16 @@ def remember_compact_page(html: str | bytes, page: CompactPage) -> None:
 
 def compact_tree(root: etree._Element | None, source_chars: int) -> CompactPage:
     """The compact form of a page parsed into ``root`` (as :func:`~veriloop.engines.skeleton.parse_html`
-    does) from ``source_chars`` characters. ``root`` is changed in place: pass a tree nothing reads
-    afterwards."""
+    does) from ``source_chars`` characters; ``root`` is only read."""
     if root is None:
         return CompactPage("", frozenset(), source_chars)
-    numbers, hidden = skeleton_walk.page_marks(root, _ID_NAME, _HIDDEN_NAME)
-    ids = frozenset(int(v) for v in numbers if v.strip().isdigit())
-    for element in hidden:
-        element.tag = _DROPPED
-    # Subtrees go, their tail text stays (the root itself is never removed).
-    etree.strip_elements(root, _DROPPED, *_NOISE_TAGS, with_tail=False)
-    # Attributes and text in one compiled pass (in Python it cost more than the parse).
-    skeleton_walk.compact_tree(root, _KEPT_NAMES, _squash)
-    body = root.find("body")
-    compact = etree.tostring(body if body is not None else root, encoding="unicode", method="html")
-    return CompactPage(compact.strip(), ids, source_chars)
-
-
-def _squash(text: str | None) -> str | None:
-    if text is None or not text.strip():
-        return None
-    return _SPACES.sub(" ", _CONTROL.sub("", text))
+    # Scripts, styles and the rest of the noise, hidden elements (their tails stay), unhelpful
+    # attributes and blank text left out, and the body written as libxml2 writes HTML: one
+    # compiled pass (stripping the tree and serialising it cost half a parse).
+    html, ids = compact_walk.compact_html(
+        root, _KEPT_NAMES, _LEFT_OUT, _ID_NAME, _HIDDEN_NAME, _DROPPED
+    )
+    return CompactPage(html, frozenset(ids), source_chars)
 
 
 def _anchor_offsets(text: str, focus_ids: list[int], hints: list[str]) -> list[int]:

@@ -107,7 +107,7 @@ def _capture(
         skeleton = None
     else:
         if compact and dom is not None:
-            page = compact_tree(root, len(dom))  # the tree's last reader: compacting changes it
+            page = compact_tree(root, len(dom))
     state = BeforeState(
         url=url, dom_hash=_hash(data), active_element=active_element, semantic_skeleton=skeleton
     )
