@@ -408,8 +408,10 @@ cdef class _Writer:
         if digits and c[digits] == 0:
             self.numbers.add(number)
             return 0
-        text = (<const char*>c).decode("utf-8")
-        if text.strip().isdecimal():
+        # Spaces around it, or another script's decimal digits. No element number has more than 18
+        # digits: a page's longer one (int refuses more than 4,300) names nothing an action can.
+        text = (<const char*>c).decode("utf-8").strip()
+        if text.isdecimal() and len(text) <= 18:
             self.numbers.add(int(text))
         return 0
 

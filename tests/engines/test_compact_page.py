@@ -33,7 +33,9 @@ def oracle(page: str) -> tuple[str, frozenset[int]]:
     name lxml will not take, such as "\x0b", which the compiled pass deleted)."""
     root = parse_html(page)
     # isdecimal, not the old isdigit: int("²") raised.
-    ids = frozenset(int(v) for v in root.xpath(f"//@{ELEMENT_ID_ATTR}") if v.strip().isdecimal())
+    # and at most 18 digits: int("9" * 5000) raised.
+    numbers = (v.strip() for v in root.xpath(f"//@{ELEMENT_ID_ATTR}"))
+    ids = frozenset(int(v) for v in numbers if v.isdecimal() and len(v) <= 18)
     for element in root.xpath(f"//*[@{HIDDEN_ATTR}='1']"):
         element.tag = _DROPPED
     etree.strip_elements(root, _DROPPED, *_NOISE_TAGS, with_tail=False)
@@ -111,3 +113,15 @@ def test_the_compact_page_is_what_lxml_wrote_of_the_stripped_tree(page):
     assert compact.html == html
     assert compact.element_ids == ids
     assert etree.tostring(root) == etree.tostring(parse_html(page))  # the tree is only read
+
+
+def test_an_element_number_too_long_to_be_one_names_nothing():
+    """A hostile page's 5,000-digit number (``int`` refuses more than 4,300) is no element's."""
+    longest = "9" * 18
+    page = (
+        f'<button {ELEMENT_ID_ATTR}="{"9" * 5000}">a</button><button {ELEMENT_ID_ATTR}="{"7" * 19}">b'
+        f'</button><button {ELEMENT_ID_ATTR}=" {longest} ">c</button><button {ELEMENT_ID_ATTR}="12">d'
+        "</button>"
+    )
+    compact = compact_tree(parse_html(page), len(page))
+    assert compact.element_ids == {int(longest), 12}
