@@ -12,11 +12,13 @@ setup(
                 "veriloop.engines.skeleton_walk",
                 ["engines/skeleton_walk.pyx"],
                 include_dirs=lxml.get_include(),  # lxml's public C API and libxml2's headers
+                depends=["engines/utf8_space.pxi"],
             ),
             Extension(
                 "veriloop.engines.compact_walk",
                 ["engines/compact_walk.pyx"],
                 include_dirs=lxml.get_include(),
+                depends=["engines/utf8_space.pxi"],
             ),
             Extension("veriloop.engines.skeleton_identity", ["engines/skeleton_identity.pyx"]),
             Extension("veriloop.schemas.json_marks", ["schemas/json_marks.pyx"]),

@@ -29,13 +29,10 @@ changed digits (an unmarked ticker) is ignored too.
 from __future__ import annotations
 
 import codecs
-import hashlib
 import json
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterable
-from itertools import chain
 from typing import Any
 
 from lxml import etree
@@ -258,19 +255,10 @@ _KEEP_CHARS = {
 }
 
 
-def _unique(key: str, taken: dict) -> str:
-    n = 2
-    while f"{key}[{n}]" in taken:
-        n += 1
-    return f"{key}[{n}]"
-
-
-_TEXTS = etree.XPath(".//text()")
 _BY_NUMBER = etree.XPath(f"/descendant::*[@{ELEMENT_ID_ATTR}=$value]")
 _BY_ID = etree.XPath("/descendant::*[@id=$value]")
 _HIDING_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 _NO_DIGITS = str.maketrans("", "", "0123456789")
-_LETTER_HEX = str.maketrans("0123456789abcdef", "ghijklmnopqrstuv")
 
 
 def digits_masked(text: str) -> str:
@@ -278,73 +266,9 @@ def digits_masked(text: str) -> str:
     return text.translate(_NO_DIGITS)
 
 
-def _kept(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters; a longer text ends in ``…#`` and a digest of all of it.
-
-    The digest is of the text without digits, spelled in letters: a digit-only change past the
-    cut stays digit-only, and masking a kept text never touches its digest.
-    """
-    if len(text) <= limit:
-        return text
-    masked = text.encode().translate(None, b"0123456789")
-    digest = hashlib.blake2b(masked, digest_size=5).hexdigest().translate(_LETTER_HEX)
-    return f"{text[:limit]}…#{digest}"
-
-
 def shown_text(text: str) -> str:
     """A kept block as an observation line shows it: without the digest."""
     return text.rpartition("…#")[0] + "…" if "…#" in text else text
-
-
-def _message_blocks(region: etree._Element, hidden: set, ticking: set) -> list[str]:
-    """The texts of a message region, one per block (nearest ancestor that is not inline); text
-    the snapshot marked as background (a relative time in a message) stands as one
-    :data:`BACKGROUND_TEXT`, as in a content block."""
-    blocks: dict[etree._Element, list[str]] = {}
-    replaced: set[etree._Element] = set()
-    for text in _TEXTS(region):
-        if text.isspace():
-            continue
-        owner = text.getparent()
-        if text.is_tail:
-            owner = owner.getparent()
-        marked = None
-        while owner is not None:
-            if owner in hidden or owner.tag in _NOT_TEXT:
-                owner = None
-                continue
-            if owner in ticking:
-                marked = owner
-            if owner.tag in INLINE_TAGS and owner is not region:
-                owner = owner.getparent()
-            else:
-                break
-        if owner is None or marked in replaced:
-            continue
-        if marked is not None:
-            replaced.add(marked)
-            text = BACKGROUND_TEXT
-        blocks.setdefault(owner, []).append(text)
-    return _joined(blocks.values())
-
-
-def _normalised(parts: Iterable[str]) -> str:
-    return " ".join(" ".join(parts).split())
-
-
-def _joined(parts_of_blocks: Iterable[list[str]]) -> list[str]:
-    return [text for text in map(_normalised, parts_of_blocks) if text]
-
-
-def _locator(el: etree._Element) -> tuple[str, str]:
-    """How to find ``el`` again in the next snapshot: its number, its id, else its path."""
-    number = el.get(ELEMENT_ID_ATTR)
-    if number:
-        return "number", number
-    el_id = el.get("id")
-    if el_id:
-        return "id", el_id
-    return "path", el.getroottree().getpath(el)
 
 
 def carry_background(root: etree._Element | None, before: Any) -> None:
@@ -383,6 +307,7 @@ _RULES = skeleton_walk.Rules(
     interactive_tags=INTERACTIVE_TAGS,
     inline_tags=INLINE_TAGS,
     not_content=_NOT_CONTENT,
+    not_text=_NOT_TEXT,
     heading_tags=HEADING_TAGS,
     hidden_tags=("noscript", "template"),
     interactive_roles=INTERACTIVE_ROLES,
@@ -391,10 +316,17 @@ _RULES = skeleton_walk.Rules(
     number_attr=ELEMENT_ID_ATTR,
     hidden_attr=HIDDEN_ATTR,
     mark_attr=BACKGROUND_ATTR,
+    scroll_attr=SCROLL_ATTR,
+    viewport_attr=VIEWPORT_ATTR,
     reference_attrs=MESSAGE_REFERENCES,
     hiding_style=_HIDING_STYLE,
     max_blocks=MAX_BLOCKS,
+    max_marks=MAX_MARKS,
+    block_chars=BLOCK_CHARS,
+    alert_chars=ALERT_CHARS,
     background_text=BACKGROUND_TEXT,
+    background_field=BACKGROUND_FIELD,
+    background_kinds=BACKGROUND_KINDS,
     attribute_kinds=_ATTR_KIND,
     kept_chars=_KEEP_CHARS,
     aria_flags=_ARIA_FLAG_FIELD,
@@ -413,80 +345,10 @@ the text of an element marked as ticking is :data:`BACKGROUND_TEXT`."""
 
 
 def skeleton_from_tree(root: etree._Element | None) -> dict:
-    """The skeleton of a parsed page (see the module docstring)."""
+    """The skeleton of a parsed page (see the module docstring), made by the compiled walk."""
     if root is None:
         return empty_skeleton()
-    walk = skeleton_walk.walk(root, _RULES)
-    elements: dict[str, dict] = {}
-    keys: dict[etree._Element, str] = {}
-    unkeyed: Counter[str] = Counter()
-    # Interactive tags, then the elements kept for a role, a number or aria-expanded alone.
-    for el, key, desc in chain(walk.tagged, walk.extra):
-        if not key:
-            tag = desc["tag"]
-            key = f"{tag}[{unkeyed[tag]}]"
-            unkeyed[tag] += 1
-        if key in elements:
-            key = _unique(key, elements)
-        elements[key] = desc
-        if walk.marked:
-            keys[el] = key
-
-    alerts: dict[str, str] = {}
-    taken: set[etree._Element] = set()
-    for el in walk.messages:
-        # A message nested in another message (div.alert inside role=alert) is the same message.
-        if el in taken or any(ancestor in taken for ancestor in el.iterancestors()):
-            continue
-        taken.add(el)
-        # One entry per text block of the region: a new message is never cut off or glued on.
-        for text in _message_blocks(el, walk.hidden, walk.ticking):
-            alerts[str(len(alerts))] = _kept(text, ALERT_CHARS)
-
-    background = _background(walk.marked, keys, elements)
-    headings: list[str] = []
-    texts: list[str] = []
-    for is_heading, parts in walk.blocks:
-        text = _normalised(parts)
-        if text:
-            (headings if is_heading else texts).append(_kept(text, BLOCK_CHARS))
-    scroll = {
-        name: value
-        for name, value in (
-            ("position", root.get(SCROLL_ATTR)),
-            ("viewport", root.get(VIEWPORT_ATTR)),
-        )
-        if value is not None
-    }
-    return {
-        "elements": elements,
-        "alerts": alerts,
-        "content": {"headings": headings, "texts": texts, "truncated": walk.truncated},
-        "background": background,
-        "scroll": scroll,
-    }
-
-
-def _background(
-    marked: list[etree._Element], keys: dict[etree._Element, str], elements: dict[str, dict]
-) -> list[list[str]]:
-    """Record the snapshot's background marks (on shown elements) on the descriptors of the
-    elements they are in, and as locators for the next page."""
-    found = []
-    for el in marked:
-        kinds = sorted(set((el.get(BACKGROUND_ATTR) or "").split()).intersection(BACKGROUND_KINDS))
-        if not kinds:
-            continue
-        for holder in (el, *el.iterancestors()):
-            key = keys.get(holder)
-            if key is not None:
-                desc = elements[key]
-                desc[BACKGROUND_FIELD] = " ".join(
-                    sorted(set(desc.get(BACKGROUND_FIELD, "").split()).union(kinds))
-                )
-        if len(found) < MAX_MARKS:
-            found.append([*_locator(el), " ".join(kinds)])
-    return found
+    return skeleton_walk.walk(root, _RULES)
 
 
 def extract_semantic_skeleton(html: str | bytes | None) -> dict:

@@ -17,6 +17,11 @@ from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize
 
 
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object)
+    void* PyUnicode_DATA(object)
+
+
 class Unusual(ValueError):
     """A value :func:`identity` does not write (the Python reference does)."""
 
@@ -48,6 +53,27 @@ cdef inline char* _escaped(char* o, unsigned int c):
     o[4] = _HEX[(c >> 4) & 0xF]
     o[5] = _HEX[c & 0xF]
     return o + 6
+
+
+cdef inline char* _character(char* o, unsigned int code, bint mask):
+    """One character of a JSON string as ``json.dumps`` writes it, at ``o``; the end."""
+    if 0x20 <= code <= 0x7E:
+        if mask and 0x30 <= code <= 0x39:
+            return o
+        if code == 0x22 or code == 0x5C:
+            o[0] = b'\\'
+            o += 1
+        o[0] = <char>code
+        return o + 1
+    if _short_escape(code):
+        o[0] = b'\\'
+        o[1] = _short_escape(code)
+        return o + 2
+    if code >= 0x10000:
+        code -= 0x10000
+        o = _escaped(o, 0xD800 | ((code >> 10) & 0x3FF))
+        return _escaped(o, 0xDC00 | (code & 0x3FF))
+    return _escaped(o, code)
 
 
 @cython.final
@@ -95,31 +121,19 @@ cdef class _Out:
         """``value`` as a JSON string, as ``json.dumps`` writes it (``ensure_ascii``); ``mask``:
         without its ASCII digits."""
         cdef Py_UCS4 c
-        cdef unsigned int code
-        self.reserve(12 * len(value) + 2)  # at most a surrogate pair per character
+        cdef Py_ssize_t i, n = len(value)
+        cdef const unsigned char* ascii
+        self.reserve(12 * n + 2)  # at most a surrogate pair per character
         cdef char* o = self.data + self.size
         o[0] = b'"'
         o += 1
-        for c in value:
-            code = c
-            if 0x20 <= code <= 0x7E:
-                if mask and 0x30 <= code <= 0x39:
-                    continue
-                if code == 0x22 or code == 0x5C:
-                    o[0] = b'\\'
-                    o += 1
-                o[0] = <char>code
-                o += 1
-            elif _short_escape(code):
-                o[0] = b'\\'
-                o[1] = _short_escape(code)
-                o += 2
-            elif code >= 0x10000:
-                code -= 0x10000
-                o = _escaped(o, 0xD800 | ((code >> 10) & 0x3FF))
-                o = _escaped(o, 0xDC00 | (code & 0x3FF))
-            else:
-                o = _escaped(o, code)
+        if PyUnicode_IS_ASCII(value):  # the usual text: read as bytes, not character by character
+            ascii = <const unsigned char*>PyUnicode_DATA(value)
+            for i in range(n):
+                o = _character(o, ascii[i], mask)
+        else:
+            for c in value:
+                o = _character(o, c, mask)
         o[0] = b'"'
         self.size = o + 1 - self.data
         return 0
@@ -155,7 +169,9 @@ cdef class _Out:
                 raise Unusual("a key that is not text")
         keys.sort()
         self.byte(b'{')
-        for n, key in enumerate(keys):
+        cdef Py_ssize_t n
+        for n in range(len(keys)):
+            key = keys[n]
             if n:
                 self.byte(b',')
             self.text(<str>key, False)
@@ -169,7 +185,9 @@ cdef class _Out:
 
     cdef int items(self, list value) except -1:
         self.byte(b'[')
-        for n, item in enumerate(value):
+        cdef Py_ssize_t n
+        for n in range(len(value)):
+            item = value[n]
             if n:
                 self.byte(b',')
             self.value(item)

@@ -1,34 +1,45 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
-"""The one walk of a page behind its skeleton, compiled: it reads libxml2's nodes directly.
+"""The one walk of a page behind its skeleton, compiled: it reads libxml2's nodes directly and
+makes the skeleton itself.
 
-The walk visits every element of every page an action is verified on, and in
-Python its per-element cost (an element proxy, its attribute list, its parent,
-its text and tail) was as much as parsing the page again. Here an element
-becomes a Python object only when the skeleton keeps it (an interactive
-element, a message, a background mark); names are compared as C strings and
-text joins its block through a table of node addresses.
+The walk visits every element of every page an action is verified on, and in Python its
+per-element cost (an element proxy, its attribute list, its parent, its text and tail) was as
+much as parsing the page again. Here no element becomes a Python object (but to write the path of
+a background mark that has no number or id): what a tag or an attribute name means is looked up
+once per name a page uses, and page text is joined, its whitespace collapsed and cut in one C
+buffer per text block, so only what the skeleton keeps (descriptors, kept texts) is made in
+Python.
 
-What it finds is :func:`veriloop.engines.skeleton.skeleton_from_tree`'s to
-use; the rules (which tags, roles and classes mean what) are passed in from
-there, so they are written once.
+The rules (which tags, roles and classes mean what, and the budgets) are passed in from
+:mod:`veriloop.engines.skeleton`, so they are written once.
 """
 
-from libc.stdlib cimport free, malloc, realloc
+cimport cython
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.pyport cimport PY_SSIZE_T_MAX
-from libc.string cimport memchr, strcmp
+from cpython.ref cimport PyObject
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memchr, memcmp, strcmp, strlen, strstr
 
 cimport lxml.includes.etreepublic as cetree
 from lxml.includes cimport tree
 from lxml.includes.tree cimport xmlAttr, xmlNode
 
+from hashlib import blake2b
+
 cetree.import_lxml__etree()
+
+include "utf8_space.pxi"
 
 
 cdef struct Frame:
     xmlNode* node  # the element at this depth
-    xmlNode* outer  # the block its children's text joins; NULL: its children are not page content
+    Py_ssize_t owner  # the depth of the block its children's text joins; -1: not page content
+    Py_ssize_t block  # its own text block (an index in the walk's texts); -1: none (yet)
     bint hidden  # the browser does not show it (its subtree neither)
     bint in_message  # it is in a shown message region (hidden elements there are recorded)
+
 
 
 cdef inline xmlNode* _element_from(xmlNode* node):
@@ -51,41 +62,92 @@ cdef inline bint _named(xmlAttr* attr, const char* name):
     return attr.ns is NULL and strcmp(<const char*>attr.name, name) == 0
 
 
+cdef inline bint _is_text(xmlNode* node):
+    return node is not NULL and (
+        node.type == tree.XML_TEXT_NODE or node.type == tree.XML_CDATA_SECTION_NODE
+    )
+
+
+cdef xmlNode* _next_node(xmlNode* node, xmlNode* top):
+    """The node after ``node`` in document order, without leaving ``top`` (NULL at the end)."""
+    if node.type == tree.XML_ELEMENT_NODE and node.children is not NULL:
+        return node.children
+    while node is not top and node.next is NULL:
+        node = node.parent
+    return NULL if node is top else node.next
+
+
+cdef enum:
+    # What a tag is (bits of a tag's meaning).
+    HIDING = 1
+    INTERACTIVE = 2
+    INLINE = 4
+    NOT_CONTENT = 8
+    HEADING = 16
+    NOT_TEXT = 32
+
+
+cdef enum Meaning:
+    # What an attribute's name means to the walk.
+    IGNORED, CLASS, STYLE, ID, ROLE, NUMBER, EXPANDED, EDITABLE, LIVE, TOAST, MARK, HIDES,
+    ARIA_HIDDEN, REFERENCE
+
+
 cdef class Rules:
     """The skeleton's rules, as the walk reads them (built once by the skeleton module)."""
 
-    cdef frozenset interactive_tags, inline_tags, not_content, heading_tags, hidden_tags
-    cdef frozenset interactive_roles, alert_roles, alert_classes
-    cdef bytes number_attr, hidden_attr, mark_attr
+    cdef frozenset interactive_tags, inline_tags, not_content, not_text, heading_tags, hidden_tags
+    cdef frozenset interactive_roles, alert_roles, alert_classes, background_kinds
+    cdef tuple alert_class_names  # the same as UTF-8, for class values read in place:
+    cdef const char* alert_names[64]  # ... in C
+    cdef Py_ssize_t alert_lengths[64]
+    cdef Py_ssize_t alert_count
+    cdef bytes number_attr, hidden_attr, mark_attr, scroll_attr, viewport_attr
     cdef tuple reference_attrs
     cdef object hiding_style
-    cdef Py_ssize_t max_blocks
-    cdef str background_text
+    cdef Py_ssize_t max_blocks, max_marks, block_chars, alert_chars, text_chars, value_chars
+    cdef bytes background_text
+    cdef str background_field
     cdef dict attribute_kinds, kept_chars, aria_flags
     cdef tuple labels
-    cdef Py_ssize_t text_chars, value_chars
 
     def __init__(
-        self, *, interactive_tags, inline_tags, not_content, heading_tags, hidden_tags,
+        self, *, interactive_tags, inline_tags, not_content, not_text, heading_tags, hidden_tags,
         interactive_roles, alert_roles, alert_classes, number_attr, hidden_attr, mark_attr,
-        reference_attrs, hiding_style, max_blocks, background_text,
+        scroll_attr, viewport_attr, reference_attrs, hiding_style, max_blocks, max_marks,
+        block_chars, alert_chars, background_text, background_field, background_kinds,
         attribute_kinds, kept_chars, aria_flags, labels, text_chars, value_chars,
     ):
         self.interactive_tags = frozenset(interactive_tags)
         self.inline_tags = frozenset(inline_tags)
         self.not_content = frozenset(not_content)
+        self.not_text = frozenset(not_text)
         self.heading_tags = frozenset(heading_tags)
         self.hidden_tags = frozenset(hidden_tags)
         self.interactive_roles = frozenset(interactive_roles)
         self.alert_roles = frozenset(alert_roles)
         self.alert_classes = frozenset(alert_classes)
+        self.alert_class_names = tuple(name.encode() for name in alert_classes)
+        if len(self.alert_class_names) > 64:
+            raise ValueError("at most 64 message classes")
+        for name in self.alert_class_names:
+            self.alert_names[self.alert_count] = <bytes>name
+            self.alert_lengths[self.alert_count] = len(<bytes>name)
+            self.alert_count += 1
         self.number_attr = number_attr.encode()
         self.hidden_attr = hidden_attr.encode()
         self.mark_attr = mark_attr.encode()
+        self.scroll_attr = scroll_attr.encode()
+        self.viewport_attr = viewport_attr.encode()
         self.reference_attrs = tuple(name.encode() for name in reference_attrs)
         self.hiding_style = hiding_style
         self.max_blocks = max_blocks
-        self.background_text = background_text
+        self.max_marks = max_marks
+        self.block_chars = block_chars
+        self.alert_chars = alert_chars
+        self.background_text = background_text.encode()
+        self.background_field = background_field
+        self.background_kinds = frozenset(background_kinds)
         self.attribute_kinds = dict(attribute_kinds)
         self.kept_chars = dict(kept_chars)
         self.aria_flags = dict(aria_flags)
@@ -93,244 +155,793 @@ cdef class Rules:
         self.text_chars = text_chars
         self.value_chars = value_chars
 
+    cdef int tag_meaning(self, str tag):
+        return (
+            (HIDING if tag in self.hidden_tags else 0)
+            | (INTERACTIVE if tag in self.interactive_tags else 0)
+            | (INLINE if tag in self.inline_tags else 0)
+            | (NOT_CONTENT if tag in self.not_content else 0)
+            | (NOT_TEXT if tag in self.not_text else 0)
+            | (HEADING if tag in self.heading_tags else 0)
+        )
 
-cdef class Walk:
-    """What the walk of one page found."""
+    cdef Meaning attribute_meaning(self, const char* name):
+        if strcmp(name, b"class") == 0:
+            return CLASS
+        if strcmp(name, b"style") == 0:
+            return STYLE
+        if strcmp(name, b"id") == 0:
+            return ID
+        if strcmp(name, b"role") == 0:
+            return ROLE
+        if strcmp(name, self.number_attr) == 0:
+            return NUMBER
+        if strcmp(name, b"aria-expanded") == 0:
+            return EXPANDED
+        if strcmp(name, b"contenteditable") == 0:
+            return EDITABLE
+        if strcmp(name, b"aria-live") == 0:
+            return LIVE
+        if strcmp(name, b"data-toast") == 0:
+            return TOAST
+        if strcmp(name, self.mark_attr) == 0:
+            return MARK
+        if strcmp(name, b"hidden") == 0 or strcmp(name, self.hidden_attr) == 0:
+            return HIDES
+        if strcmp(name, b"aria-hidden") == 0:
+            return ARIA_HIDDEN
+        for reference in self.reference_attrs:
+            if strcmp(name, <bytes>reference) == 0:
+                return REFERENCE
+        return IGNORED
 
-    cdef public set hidden
-    """Hidden elements inside shown message regions (the only place the skeleton asks)."""
-    cdef public list tagged
-    """Shown elements with an interactive tag: ``(element, key or None, descriptor)``."""
-    cdef public list extra
-    """Other shown elements the skeleton keeps (a role, a number, ``aria-expanded`` alone), the
-    same way; a container whose ``aria-expanded`` is its only state has no text."""
-    cdef public list messages
-    """Shown message regions by convention, then shown elements a field names, in page order."""
-    cdef public list marked
-    """Shown elements with a background mark."""
-    cdef public set ticking
-    """Marked elements whose text changes on their own."""
-    cdef public list blocks
-    """The content layer: ``(is_heading, parts)`` per text block, in the order of its first text."""
-    cdef public bint truncated
-    """Text past the block budget was left out."""
-    cdef list _referenced  # shown elements a field names: messages after the conventional ones
-    cdef dict _parts  # node address -> the text parts of its block
-    cdef dict _alert_class  # class value -> is it a message's (values repeat a lot on a page)
-    cdef dict _tags  # name address (libxml2 interns names) -> the tag as a str
-    cdef cetree._Document _doc
-    cdef Rules _rules
 
-    def __cinit__(self):
-        self.hidden, self.tagged, self.extra, self.messages = set(), [], [], []
-        self.marked, self.ticking, self.blocks, self.truncated = [], set(), [], False
-        self._referenced, self._parts, self._alert_class, self._tags = [], {}, {}, {}
+# --- names -----------------------------------------------------------------------------------
+# A document keeps one copy of each name (libxml2's dictionary), and a page uses a few dozen
+# names thousands of times: what a name means is found once, then by the copy's address.
+
+cdef struct Slot:
+    const unsigned char* name  # the name's copy; NULL: a free slot
+    int meaning  # a tag's bits, an attribute's Meaning
+    PyObject* text  # the name as a str
+    PyObject* kind  # an attribute's kind in a descriptor (None: not a descriptor field)
+
+
+@cython.final
+cdef class _Names:
+    """What each name means, by its address (an open-addressing table)."""
+
+    cdef Slot* slots
+    cdef size_t size, used
+    cdef Slot spare  # a new name past the load limit is worked out each time it is met
+    cdef list objects  # what the slots point to
+
+    def __cinit__(self, size_t size):
+        self.slots = <Slot*>calloc(size, sizeof(Slot))
+        if self.slots is NULL:
+            raise MemoryError()
+        self.size = size
+        self.objects = []
+
+    def __dealloc__(self):
+        free(self.slots)
+
+    cdef inline Slot* find(self, const unsigned char* name):
+        """The slot of ``name``; a free one (``name`` NULL) when it is new: fill it with ``keep``."""
+        cdef size_t mask = self.size - 1
+        cdef size_t i = <size_t>((<unsigned long long><size_t>name * 0x9E3779B97F4A7C15ULL) >> 40) & mask
+        while self.slots[i].name is not NULL and self.slots[i].name != name:
+            i = (i + 1) & mask
+        if self.slots[i].name is NULL and 4 * self.used >= 3 * self.size:
+            self.spare.name = NULL
+            return &self.spare
+        return &self.slots[i]
+
+    cdef int keep(self, Slot* slot, const unsigned char* name, int meaning, text, kind) except -1:
+        self.objects += (text, kind)
+        slot.name, slot.meaning, slot.text, slot.kind = name, meaning, <PyObject*>text, <PyObject*>kind
+        if slot is not &self.spare:
+            self.used += 1
+        return 0
+
+
+# --- text blocks ------------------------------------------------------------------------------
+
+cdef struct Text:
+    unsigned char* data  # UTF-8, words joined by single spaces
+    Py_ssize_t size, capacity
+    bint space  # a space is due before the next word
+    bint heading
+
+
+cdef int _add(Text* text, const unsigned char* c, Py_ssize_t n) except -1:
+    """``n`` bytes of UTF-8 text (in a NUL-terminated string, whole characters) added to ``text``:
+    each run of whitespace (``str.split``'s) one space between words."""
+    cdef Py_ssize_t need = text.size + n + 1, width
+    cdef unsigned char* grown
+    if need > text.capacity:
+        grown = <unsigned char*>PyMem_Realloc(text.data, 2 * need)
+        if grown is NULL:
+            raise MemoryError()
+        text.data, text.capacity = grown, 2 * need
+    cdef const unsigned char* end = c + n
+    cdef unsigned char* o = text.data + text.size
+    cdef bint space = text.space
+    while c < end:
+        if 0x20 < c[0] < 0x7F:  # printable ASCII, the usual case
+            width = 0
+        else:
+            width = _unicode_space(c)
+        if width:
+            space = True
+            c += width
+            continue
+        if space and o != text.data:
+            o[0] = 0x20
+            o += 1
+        space = False
+        o[0] = c[0]
+        o += 1
+        c += 1
+        while c < end and ((c[0] & 0xC0) == 0x80 or 0x20 < c[0] < 0x7F):  # the rest of the word
+            o[0] = c[0]
+            o += 1
+            c += 1
+    text.size = o - text.data
+    text.space = space
+    return 0
+
+
+cdef Py_ssize_t _prefix(const unsigned char* s, Py_ssize_t n, Py_ssize_t chars):
+    """The length in bytes of the first ``chars`` characters of ``s`` (UTF-8, ``n`` bytes)."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if (s[i] & 0xC0) != 0x80:
+            if chars == 0:
+                return i
+            chars -= 1
+    return n
+
+
+cdef str _kept(Text* text, Py_ssize_t limit):
+    """The text cut to ``limit`` characters; a longer one ends in ``…#`` and a digest of all of
+    it: of its text without digits, spelled in letters, so a digit-only change past the cut stays
+    digit-only and masking a kept text never touches its digest."""
+    cdef const unsigned char* s = text.data
+    cdef Py_ssize_t cut = _prefix(s, text.size, limit), n
+    if cut == text.size:
+        return PyUnicode_DecodeUTF8(<const char*>s, text.size, NULL)
+    cdef bytes digest = blake2b(
+        (<const char*>s)[: text.size].translate(None, b"0123456789"), digest_size=5
+    ).digest()
+    cdef const unsigned char* d = digest
+    cdef char letters[10]
+    for n in range(5):  # hex digits 0-f as the letters g-v
+        letters[2 * n] = 0x67 + (d[n] >> 4)
+        letters[2 * n + 1] = 0x67 + (d[n] & 0xF)
+    return PyUnicode_DecodeUTF8(<const char*>s, cut, NULL) + "…#" + letters[:10].decode("ascii")
+
+
+@cython.final
+cdef class _Texts:
+    """Text blocks as their parts come: each block is what ``" ".join(" ".join(parts).split())``
+    makes of its parts, built as they are added."""
+
+    cdef Text* items
+    cdef Py_ssize_t count, capacity
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(self.count):
+            PyMem_Free(self.items[i].data)
+        PyMem_Free(self.items)
+
+    cdef Py_ssize_t open(self, bint heading) except -1:
+        """A new, empty block; its index."""
+        cdef Text* grown
+        if self.count == self.capacity:
+            grown = <Text*>PyMem_Realloc(self.items, (2 * self.capacity + 16) * sizeof(Text))
+            if grown is NULL:
+                raise MemoryError()
+            self.items = grown
+            self.capacity = 2 * self.capacity + 16
+        cdef Text* text = &self.items[self.count]
+        text.data, text.size, text.capacity, text.space, text.heading = NULL, 0, 0, False, heading
+        self.count += 1
+        return self.count - 1
+
+    cdef inline int add(self, Py_ssize_t block, const unsigned char* c) except -1:
+        """Text (UTF-8, NUL-terminated) added to the part of ``block`` that is being added."""
+        return _add(&self.items[block], c, strlen(<const char*>c))
+
+    cdef inline void part(self, Py_ssize_t block):
+        """A new part of ``block`` begins: parts are joined by a space."""
+        self.items[block].space = True
+
+    cdef str kept(self, Py_ssize_t block, Py_ssize_t limit):
+        return _kept(&self.items[block], limit)
+
+
+cdef struct Nodes:
+    void** items
+    Py_ssize_t count, capacity
+
+
+cdef int _push(Nodes* nodes, void* node) except -1:
+    cdef void** grown
+    if nodes.count == nodes.capacity:
+        grown = <void**>PyMem_Realloc(nodes.items, (2 * nodes.capacity + 16) * sizeof(void*))
+        if grown is NULL:
+            raise MemoryError()
+        nodes.items, nodes.capacity = grown, 2 * nodes.capacity + 16
+    nodes.items[nodes.count] = node
+    nodes.count += 1
+    return 0
+
+
+cdef bint _has_words(const unsigned char* c):
+    """``c`` has a character that is not whitespace."""
+    cdef Py_ssize_t width
+    while c[0] != 0:
+        width = _unicode_space(c)
+        if not width:
+            return True
+        c += width
+    return False
+
+
+cdef bint _run_has_words(xmlNode* node):
+    """The text in the text nodes from ``node`` on has a character that is not whitespace."""
+    while _is_text(node):
+        if node.content is not NULL and _has_words(node.content):
+            return True
+        node = node.next
+    return False
+
+
+cdef const unsigned char* _simple_value(xmlAttr* attr):
+    """The value of ``attr`` in place when it is one text node ("" for none), else NULL."""
+    cdef xmlNode* value = attr.children
+    if value is NULL:
+        return <const unsigned char*>b""
+    if value.next is NULL and value.type == tree.XML_TEXT_NODE and value.content is not NULL:
+        return value.content
+    return NULL
+
+
+cdef bint _has_token(const unsigned char* c, Rules rules):
+    """One of the message classes is among the whitespace-separated tokens of ``c`` (UTF-8)."""
+    cdef const unsigned char* start
+    cdef Py_ssize_t width, n, i
+    while c[0] != 0:
+        width = _unicode_space(c)
+        if width:
+            c += width
+            continue
+        start = c
+        while c[0] != 0 and not _unicode_space(c):
+            c += 1
+        n = c - start
+        for i in range(rules.alert_count):
+            if rules.alert_lengths[i] == n and memcmp(rules.alert_names[i], start, n) == 0:
+                return True
+    return False
+
+
+# --- the walk ---------------------------------------------------------------------------------
+
+@cython.final
+cdef class _Walk:
+    """The walk of one page: what it found so far."""
+
+    cdef Rules rules
+    cdef cetree._Document doc
+    cdef _Names tags, attributes
+    cdef set references  # the ids that fields name as their messages (so far)
+    cdef bint all_references  # ``references`` were all found before the walk
+    cdef Nodes unnamed  # id attributes met before a field named them (when not all found)
+    cdef _Texts texts  # the content layer, blocks in the order of their first text
+    cdef bint truncated  # text past the block budget was left out
+    cdef Frame* frames
+    cdef Py_ssize_t capacity
+    cdef list tagged  # shown elements with an interactive tag: key or None, descriptor, ...
+    cdef Nodes tagged_nodes  # and the elements
+    cdef list extra  # other shown elements kept (a role, a number, aria-expanded alone), the same way
+    cdef Nodes extra_nodes
+    cdef Nodes messages  # shown message regions by convention, in page order
+    cdef Nodes referenced  # shown elements a field names (messages after the conventional ones)
+    cdef Nodes marked  # shown elements with a background mark
+    cdef object key  # the key of the element last described (None: it has none)
+    cdef set hidden  # hidden elements inside shown message regions (the only place asked)
+    cdef set ticking  # marked elements whose text changes on its own
+
+    def __cinit__(self, Rules rules, cetree._Document doc):
+        self.rules, self.doc = rules, doc
+        self.tags, self.attributes = _Names(256), _Names(1024)
+        self.references, self.texts = set(), _Texts()
+        self.tagged, self.extra, self.hidden, self.ticking = [], [], set(), set()
+        self.capacity = 64
+        self.frames = <Frame*>PyMem_Malloc(self.capacity * sizeof(Frame))
+        if self.frames is NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        PyMem_Free(self.frames)
+        PyMem_Free(self.unnamed.items)
+        PyMem_Free(self.tagged_nodes.items)
+        PyMem_Free(self.extra_nodes.items)
+        PyMem_Free(self.messages.items)
+        PyMem_Free(self.referenced.items)
+        PyMem_Free(self.marked.items)
+
+    cdef Slot* tag_slot(self, xmlNode* node):
+        """``node``'s tag (it has no namespace)."""
+        cdef Slot* slot = self.tags.find(node.name)
+        if slot.name is NULL:
+            tag = cetree.namespacedName(node)
+            self.tags.keep(slot, node.name, self.rules.tag_meaning(tag), tag, None)
+        return slot
+
+    cdef inline int tag_bits(self, xmlNode* node):
+        return 0 if node.ns is not NULL else self.tag_slot(node).meaning
 
     cdef str tag(self, xmlNode* node):
         if node.ns is not NULL:
             return cetree.namespacedName(node)
-        tag = self._tags.get(<size_t>node.name)
-        if tag is None:
-            tag = self._tags[<size_t>node.name] = cetree.namespacedName(node)
-        return <str>tag
+        return <str>self.tag_slot(node).text
 
-    cdef object proxy(self, xmlNode* node):
-        return cetree.elementFactory(self._doc, node)
+    cdef Slot* attribute_slot(self, xmlAttr* attr):
+        """``attr``'s name (it has no namespace)."""
+        cdef Slot* slot = self.attributes.find(attr.name)
+        if slot.name is NULL:
+            field = cetree.namespacedNameFromNsName(NULL, attr.name)
+            meaning = self.rules.attribute_meaning(<const char*>attr.name)
+            kind = self.rules.attribute_kinds.get(field)
+            self.attributes.keep(slot, attr.name, meaning, field, kind)
+        return slot
 
-    cdef int add(self, xmlNode* owner, str text) except -1:
-        """``text`` joins the block ``owner``; a new block counts against the budget."""
-        if self.truncated:
-            return 0
-        parts = self._parts.get(<size_t>owner)
-        if parts is not None:
-            (<list>parts).append(text)  # whitespace too: normalising collapses it
-        elif not text.isspace():
-            if len(self.blocks) >= self._rules.max_blocks:
-                self.truncated = True
-                return 0
-            parts = self._parts[<size_t>owner] = [text]
-            self.blocks.append((self.is_heading(owner), parts))
+    cdef int find_references(self, xmlNode* top) except -1:
+        """All ids that fields name as their messages (the tokens of their reference attributes),
+        before the walk."""
+        cdef xmlNode* node = top
+        cdef xmlAttr* attr
+        while node is not NULL:
+            attr = node.properties
+            while attr is not NULL:
+                if attr.ns is NULL and self.attribute_slot(attr).meaning == REFERENCE:
+                    self.references.update(cetree.attributeValue(node, attr).split())
+                attr = attr.next
+            node = _next_element(node, top)
+        self.all_references = True
         return 0
 
-    cdef bint is_heading(self, xmlNode* node):
-        if self.tag(node) in self._rules.heading_tags:
+    cdef bint named_late(self) except -1:
+        """A field named an element the walk had passed (the walk must be done again, with all
+        references found first)."""
+        cdef Py_ssize_t i
+        cdef xmlAttr* attr
+        if not self.references:
+            return False
+        for i in range(self.unnamed.count):
+            attr = <xmlAttr*>self.unnamed.items[i]
+            if cetree.attributeValue(attr.parent, attr) in self.references:
+                return True
+        return False
+
+    cdef int run(self, xmlNode* top) except -1:
+        """Every element of ``top`` once, in document order."""
+        cdef xmlNode* body = _element_from(top.children)
+        while body is not NULL and not (body.ns is NULL and strcmp(<const char*>body.name, b"body") == 0):
+            body = _element_from(body.next)
+        # Frame 0 stands for the parent of ``top``: shown, and its text is not page content.
+        cdef Frame* frame = self.frames
+        frame.node, frame.owner, frame.block, frame.hidden, frame.in_message = NULL, -1, -1, False, False
+        self.visit(top, 1, body)
+        cdef Py_ssize_t depth = 1
+        cdef xmlNode* node = _element_from(top.children)
+        while True:
+            if node is not NULL:
+                if depth + 1 >= self.capacity:
+                    frame = <Frame*>PyMem_Realloc(self.frames, 2 * self.capacity * sizeof(Frame))
+                    if frame is NULL:
+                        raise MemoryError()
+                    self.frames, self.capacity = frame, 2 * self.capacity
+                depth += 1
+                self.visit(node, depth, body)
+                node = _element_from(node.children)
+            elif depth == 1:
+                break
+            else:
+                node = _element_from(self.frames[depth].node.next)
+                depth -= 1
+        return 0
+
+    cdef int visit(self, xmlNode* node, Py_ssize_t depth, xmlNode* body) except -1:
+        """``node``, at ``depth`` (its parent's frame is the one before)."""
+        cdef Rules rules = self.rules
+        cdef Frame* parent = &self.frames[depth - 1]
+        cdef Frame* frame = &self.frames[depth]
+        frame.node, frame.owner, frame.block, frame.in_message = node, -1, -1, parent.in_message
+        cdef int bits = self.tag_bits(node)
+        cdef bint hides = bits & HIDING
+        cdef bint message = False, named = False, skip = False, tick = False
+        cdef bint interactive = False, expandable = False, marked = False
+        cdef xmlAttr* attr = node.properties
+        cdef const unsigned char* value
+        cdef Meaning meaning
+        while attr is not NULL:
+            if attr.ns is not NULL:
+                attr = attr.next
+                continue
+            meaning = <Meaning>self.attribute_slot(attr).meaning
+            if meaning == IGNORED:
+                pass
+            elif meaning == CLASS:
+                if not message:
+                    value = _simple_value(attr)
+                    if value is NULL:
+                        message = not rules.alert_classes.isdisjoint(
+                            cetree.attributeValue(node, attr).split()
+                        )
+                    else:
+                        message = _has_token(value, rules)
+            elif meaning == STYLE:
+                value = _simple_value(attr)
+                if value is NULL:
+                    style = cetree.attributeValue(node, attr)
+                    if ("none" in style or "hidden" in style) and rules.hiding_style.search(style):
+                        hides = True
+                elif (
+                    strstr(<const char*>value, b"none") is not NULL
+                    or strstr(<const char*>value, b"hidden") is not NULL
+                ) and rules.hiding_style.search(cetree.attributeValue(node, attr)):
+                    hides = True
+            elif meaning == ID:
+                named = bool(self.references) and cetree.attributeValue(node, attr) in self.references
+                if not (named or self.all_references):
+                    _push(&self.unnamed, attr)  # a field after it may name it
+            elif meaning == REFERENCE:
+                if not self.all_references:
+                    self.references.update(cetree.attributeValue(node, attr).split())
+            elif meaning == ROLE:
+                role = cetree.attributeValue(node, attr)
+                if role in rules.interactive_roles:
+                    interactive = True
+                elif role in rules.alert_roles:
+                    message = True
+            elif meaning == NUMBER:
+                interactive = True
+            elif meaning == EXPANDED:
+                expandable = True
+            elif meaning == EDITABLE:
+                if cetree.attributeValue(node, attr) != "false":
+                    interactive = True
+                    skip = True  # its text is the descriptor's, not page content
+            elif meaning == LIVE:
+                if cetree.attributeValue(node, attr) != "off":
+                    message = True
+            elif meaning == TOAST:
+                message = True
+            elif meaning == MARK:
+                marked = True
+                if "text" in cetree.attributeValue(node, attr).split():
+                    tick = True
+            elif meaning == HIDES:
+                hides = True
+            elif meaning == ARIA_HIDDEN:
+                if cetree.attributeValue(node, attr) == "true":
+                    hides = True
+            attr = attr.next
+        frame.hidden = hides or parent.hidden
+        cdef bint shown = not frame.hidden
+        if shown:
+            if bits & INTERACTIVE:
+                self.keep(self.tagged, &self.tagged_nodes, node, True)
+            elif interactive or expandable:
+                self.keep(self.extra, &self.extra_nodes, node, interactive)
+        elif parent.in_message:
+            self.hidden.add(<size_t>node)
+        if tick:
+            self.ticking.add(<size_t>node)
+        if marked and shown:
+            _push(&self.marked, node)
+        if (message or named) and shown:
+            if message:
+                _push(&self.messages, node)
+            if named:
+                _push(&self.referenced, node)
+            skip = True
+            frame.in_message = True
+        # The page text: ``body``'s is the first block; text inside the rest joins its block (its
+        # own, or its parent's when it is inline).
+        if node is body:
+            frame.owner = depth
+            self.add_text(depth, node.children)
+            return 0
+        cdef Py_ssize_t outer = parent.owner
+        if outer < 0:
+            return 0
+        if skip or hides or bits & NOT_CONTENT:
+            pass
+        elif tick:
+            self.add_background(outer if bits & INLINE else depth)
+        else:
+            frame.owner = outer if bits & INLINE else depth
+            self.add_text(frame.owner, node.children)
+        self.add_text(outer, node.next)  # its tail
+        return 0
+
+    cdef int keep(self, list kept, Nodes* nodes, xmlNode* node, bint interactive) except -1:
+        desc = self.describe(node, self.tag(node), interactive)
+        if desc is not None:
+            kept += (self.key, desc)
+            _push(nodes, node)
+        return 0
+
+    cdef Py_ssize_t block(self, Py_ssize_t owner, bint words) except -2:
+        """The block of ``frames[owner]`` for a part (``words``: it has some, else it does not
+        start a block); -1: the part is left out. A new block counts against the budget."""
+        cdef Frame* frame = &self.frames[owner]
+        if self.truncated:
+            return -1
+        if frame.block < 0:
+            if not words:
+                return -1
+            if self.texts.count >= self.rules.max_blocks:
+                self.truncated = True
+                return -1
+            frame.block = self.texts.open(self.is_heading(frame.node))
+        self.texts.part(frame.block)
+        return frame.block
+
+    cdef int add_text(self, Py_ssize_t owner, xmlNode* run) except -1:
+        """The text of the text nodes from ``run`` on (an element's text or tail), as one part."""
+        if not _is_text(run):
+            return 0
+        cdef Py_ssize_t block = self.block(
+            owner, self.frames[owner].block >= 0 or _run_has_words(run)
+        )
+        if block < 0:
+            return 0
+        while _is_text(run):
+            if run.content is not NULL:
+                self.texts.add(block, run.content)
+            run = run.next
+        return 0
+
+    cdef int add_background(self, Py_ssize_t owner) except -1:
+        """Marked text that changes on its own, as one part: it stands as ``background_text``."""
+        cdef Py_ssize_t block = self.block(owner, True)
+        if block >= 0:
+            self.texts.add(block, self.rules.background_text)
+        return 0
+
+    cdef bint is_heading(self, xmlNode* node) except -1:
+        if self.tag_bits(node) & HEADING:
             return True
         return cetree.attributeValueFromNsName(node, NULL, <const unsigned char*>b"role") == "heading"
 
+    cdef int message_texts(self, xmlNode* region, dict alerts) except -1:
+        """The texts of a message region as alerts, one per block (the nearest ancestor that is not
+        inline); text the snapshot marked as background stands as one ``background_text``, as in
+        a content block."""
+        cdef _Texts texts = _Texts()
+        cdef dict owners = {}  # block owner address -> block
+        replaced = set()
+        cdef xmlNode* node = _next_node(region, region)
+        cdef xmlNode* owner
+        cdef xmlNode* ticked
+        cdef const unsigned char* text
+        cdef int bits
+        while node is not NULL:
+            if _is_text(node):
+                text = node.content
+                if text is NULL:
+                    text = <const unsigned char*>b""
+                if text[0] == 0 or _has_words(text):
+                    owner, ticked = node.parent, NULL
+                    while owner is not NULL:
+                        bits = self.tag_bits(owner)
+                        if bits & NOT_TEXT or (self.hidden and <size_t>owner in self.hidden):
+                            owner = NULL
+                        else:
+                            if self.ticking and <size_t>owner in self.ticking:
+                                ticked = owner
+                            if not (bits & INLINE) or owner is region:
+                                break
+                            owner = owner.parent
+                    if owner is not NULL and not (ticked is not NULL and <size_t>ticked in replaced):
+                        if ticked is not NULL:
+                            replaced.add(<size_t>ticked)
+                            text = self.rules.background_text
+                        block = owners.get(<size_t>owner)
+                        if block is None:
+                            block = owners[<size_t>owner] = texts.open(False)
+                        texts.part(block)
+                        texts.add(block, text)
+            node = _next_node(node, region)
+        for block in range(texts.count):
+            if texts.items[block].size:
+                alerts[str(len(alerts))] = texts.kept(block, self.rules.alert_chars)
+        return 0
 
-cdef set _references(xmlNode* top, tuple names):
-    """The ids that fields name as their messages (the tokens of their ``names`` attributes)."""
-    found = set()
-    cdef xmlNode* node = top
-    cdef xmlAttr* attr
-    cdef Py_ssize_t i, count = len(names)
-    while node is not NULL:
-        attr = node.properties
+    cdef tuple locator(self, xmlNode* node):
+        """How to find ``node`` again in the next snapshot: its number, its id, else its path."""
+        number = cetree.attributeValueFromNsName(node, NULL, self.rules.number_attr)
+        if number:
+            return "number", number
+        el_id = cetree.attributeValueFromNsName(node, NULL, <const unsigned char*>b"id")
+        if el_id:
+            return "id", el_id
+        element = cetree.elementFactory(self.doc, node)
+        return "path", element.getroottree().getpath(element)
+
+    cdef list background(self, dict keys, dict elements):
+        """Record the snapshot's background marks (on shown elements) on the descriptors of the
+        elements they are in, and as locators for the next page."""
+        cdef Rules rules = self.rules
+        cdef xmlNode* node
+        cdef xmlNode* holder
+        cdef Py_ssize_t i
+        field = rules.background_field
+        found = []
+        for i in range(self.marked.count):
+            node = <xmlNode*>self.marked.items[i]
+            value = cetree.attributeValueFromNsName(node, NULL, rules.mark_attr) or ""
+            kinds = sorted(set(value.split()).intersection(rules.background_kinds))
+            if not kinds:
+                continue
+            holder = node
+            while holder is not NULL and holder.type == tree.XML_ELEMENT_NODE:
+                key = keys.get(<size_t>holder)
+                if key is not None:
+                    desc = elements[key]
+                    desc[field] = " ".join(sorted(set(desc.get(field, "").split()).union(kinds)))
+                holder = holder.parent
+            if len(found) < rules.max_marks:
+                found.append([*self.locator(node), " ".join(kinds)])
+        return found
+
+    cdef dict skeleton(self, xmlNode* top):
+        """The skeleton of what the walk found."""
+        cdef Rules rules = self.rules
+        cdef xmlNode* node
+        cdef xmlNode* ancestor
+        cdef Nodes* nodes
+        cdef Py_ssize_t i, n
+        elements = {}
+        keys = {}  # element address -> key, for background marks
+        unkeyed = {}
+        # Interactive tags, then the elements kept for a role, a number or aria-expanded alone.
+        for kept in (self.tagged, self.extra):
+            nodes = &self.tagged_nodes if kept is self.tagged else &self.extra_nodes
+            for i in range(nodes.count):
+                key, desc = (<list>kept)[2 * i], (<list>kept)[2 * i + 1]
+                if not key:
+                    tag = desc["tag"]
+                    n = unkeyed.get(tag, 0)
+                    key = f"{tag}[{n}]"  # n a C integer: formatted without Python's int
+                    unkeyed[tag] = n + 1
+                if key in elements:
+                    n = 2
+                    while f"{key}[{n}]" in elements:
+                        n += 1
+                    key = f"{key}[{n}]"
+                elements[key] = desc
+                if self.marked.count:
+                    keys[<size_t>nodes.items[i]] = key
+        alerts = {}
+        taken = set()
+        for i in range(self.messages.count + self.referenced.count):
+            # A message nested in another message (div.alert inside role=alert) is the same message.
+            if i < self.messages.count:
+                node = <xmlNode*>self.messages.items[i]
+            else:
+                node = <xmlNode*>self.referenced.items[i - self.messages.count]
+            address = <size_t>node
+            if address in taken:
+                continue
+            ancestor = node.parent
+            while ancestor is not NULL and <size_t>ancestor not in taken:
+                ancestor = ancestor.parent
+            if ancestor is not NULL:
+                continue
+            taken.add(address)
+            # One entry per text block of the region: a new message is never cut off or glued on.
+            self.message_texts(node, alerts)
+        background = self.background(keys, elements)
+        headings, texts = [], []
+        for block in range(self.texts.count):
+            (headings if self.texts.items[block].heading else texts).append(
+                self.texts.kept(block, rules.block_chars)
+            )
+        scroll = {}
+        for name, attribute in (("position", rules.scroll_attr), ("viewport", rules.viewport_attr)):
+            value = cetree.attributeValueFromNsName(top, NULL, <bytes>attribute)
+            if value is not None:
+                scroll[name] = value
+        return {
+            "elements": elements,
+            "alerts": alerts,
+            "content": {"headings": headings, "texts": texts, "truncated": self.truncated},
+            "background": background,
+            "scroll": scroll,
+        }
+
+    cdef dict describe(self, xmlNode* node, str tag, bint interactive):
+        """The descriptor of a kept element (``interactive``: False for a container kept for its
+        ``aria-expanded`` alone, whose text is page content), its key (or None) in ``self.key``;
+        None for ``input type=hidden``. One pass over the element's own attributes (usually 1-4)."""
+        cdef Rules rules = self.rules
+        cdef Slot* slot
+        desc = {"tag": tag}
+        key = el_id = name = label = None
+        cdef Py_ssize_t label_rank = 0, rank
+        cdef xmlAttr* attr = node.properties
         while attr is not NULL:
-            for i in range(count):
-                if _named(attr, <bytes>names[i]):
-                    found.update(cetree.attributeValue(node, attr).split())
+            if attr.ns is not NULL:
+                attr = attr.next
+                continue
+            slot = self.attribute_slot(attr)
+            kind = <object>slot.kind
+            if kind is None:
+                attr = attr.next
+                continue
+            field = <object>slot.text
+            value = cetree.attributeValue(node, attr)
+            if kind == "keep":
+                value = value.strip()
+                if value:
+                    desc[field] = value[: rules.kept_chars[field]]
+            elif kind == "flag":
+                desc[field] = True
+            elif kind == "aria_flag":
+                if value == "true":
+                    desc[rules.aria_flags[field]] = True
+            elif kind == "key":
+                key = value
+            elif kind == "id":
+                el_id = value
+            elif kind == "name":
+                name = value
+            elif kind == "type":
+                if tag == "input":
+                    desc["type"] = value.strip().lower()
+            else:  # a label: the first of the most telling kind
+                rank = rules.labels.index(field)
+                if label is None or rank < label_rank:
+                    label, label_rank = value, rank
             attr = attr.next
-        node = _next_element(node, top)
-    return found
+        if tag == "input":
+            if desc.setdefault("type", "text") == "hidden":
+                return None
+        elif tag == "select":
+            _describe_select(rules, node, desc)
+        else:
+            text = _element_text(node, rules.text_chars)
+            if text:
+                desc["text"] = text
+        if label is not None and "text" not in desc:
+            desc["label"] = " ".join(label.split())[: rules.text_chars]
+        if not interactive:
+            desc.pop("text", None)  # a container's text is page content, its state is its own
+        self.key = key or el_id or name
+        return desc
 
 
 def walk(cetree._Element root, Rules rules):
-    """Every element of ``root`` once, in document order (see ``skeleton_from_tree``)."""
-    references = _references(root._c_node, rules.reference_attrs)
-    result = Walk()
-    result._doc = root._doc
-    result._rules = rules
+    """The skeleton of the page ``root`` (see ``skeleton_from_tree``)."""
     cdef xmlNode* top = root._c_node
-    cdef xmlNode* body = _element_from(top.children)
-    while body is not NULL and not (body.ns is NULL and strcmp(<const char*>body.name, b"body") == 0):
-        body = _element_from(body.next)
-    if body is not NULL:
-        text = cetree.textOf(body)
-        if text:
-            result.add(body, text)
-    cdef Py_ssize_t capacity = 64, depth = 0
-    cdef Frame* frames = <Frame*>malloc(capacity * sizeof(Frame))
-    if frames is NULL:
-        raise MemoryError()
-    cdef Frame top_parent
-    top_parent.node, top_parent.outer, top_parent.hidden, top_parent.in_message = NULL, NULL, False, False
-    cdef xmlNode* node
-    cdef Frame* grown
-    try:
-        frames[0] = _visit(result, rules, references, top, &top_parent, body)
-        node = _element_from(top.children)
-        while True:
-            if node is not NULL:
-                if depth + 1 >= capacity:
-                    capacity *= 2
-                    grown = <Frame*>realloc(frames, capacity * sizeof(Frame))
-                    if grown is NULL:
-                        raise MemoryError()
-                    frames = grown
-                frames[depth + 1] = _visit(result, rules, references, node, &frames[depth], body)
-                depth += 1
-                node = _element_from(node.children)
-            elif depth == 0:
-                break
-            else:
-                node = _element_from(frames[depth].node.next)
-                depth -= 1
-    finally:
-        free(frames)
-    result.messages += result._referenced
-    return result
-
-
-cdef Frame _visit(Walk result, Rules rules, references, xmlNode* node, Frame* parent, xmlNode* body) except *:
-    cdef Frame frame
-    frame.node = node
-    frame.outer = NULL
-    frame.in_message = parent.in_message
-    tag = result.tag(node)
-    cdef bint hides = tag in rules.hidden_tags
-    cdef bint message = False, named = False, skip = False, tick = False
-    cdef bint interactive = False, expandable = False, marked = False
-    cdef xmlAttr* attr = node.properties
-    cdef const char* name
-    while attr is not NULL:
-        if attr.ns is not NULL:
-            attr = attr.next
-            continue
-        name = <const char*>attr.name
-        if strcmp(name, b"class") == 0:
-            value = cetree.attributeValue(node, attr)
-            found = result._alert_class.get(value)
-            if found is None:
-                found = result._alert_class[value] = not rules.alert_classes.isdisjoint(value.split())
-            message = message or found
-        elif strcmp(name, b"style") == 0:
-            value = cetree.attributeValue(node, attr)
-            if ("none" in value or "hidden" in value) and rules.hiding_style.search(value):
-                hides = True
-        elif strcmp(name, b"id") == 0:
-            named = cetree.attributeValue(node, attr) in references
-        elif strcmp(name, b"role") == 0:
-            value = cetree.attributeValue(node, attr)
-            if value in rules.interactive_roles:
-                interactive = True
-            elif value in rules.alert_roles:
-                message = True
-        elif strcmp(name, rules.number_attr) == 0:
-            interactive = True
-        elif strcmp(name, b"aria-expanded") == 0:
-            expandable = True
-        elif strcmp(name, b"contenteditable") == 0:
-            if cetree.attributeValue(node, attr) != "false":
-                interactive = True
-                skip = True  # its text is the descriptor's, not page content
-        elif strcmp(name, b"aria-live") == 0:
-            if cetree.attributeValue(node, attr) != "off":
-                message = True
-        elif strcmp(name, b"data-toast") == 0:
-            message = True
-        elif strcmp(name, rules.mark_attr) == 0:
-            marked = True
-            if "text" in cetree.attributeValue(node, attr).split():
-                tick = True
-        elif strcmp(name, b"hidden") == 0 or strcmp(name, rules.hidden_attr) == 0:
-            hides = True
-        elif strcmp(name, b"aria-hidden") == 0:
-            if cetree.attributeValue(node, attr) == "true":
-                hides = True
-        attr = attr.next
-    frame.hidden = hides or parent.hidden
-    cdef bint shown = not frame.hidden
-    element = None
-    if shown:
-        if tag in rules.interactive_tags:
-            element = result.proxy(node)
-            described = _describe(rules, node, tag, True)
-            if described is not None:
-                result.tagged.append((element, *described))
-        elif interactive or expandable:
-            element = result.proxy(node)
-            described = _describe(rules, node, tag, interactive)
-            if described is not None:
-                result.extra.append((element, *described))
-    elif parent.in_message:
-        result.hidden.add(result.proxy(node))
-    if marked or tick:
-        if element is None:
-            element = result.proxy(node)
-        if marked and shown:
-            result.marked.append(element)
-        if tick:
-            result.ticking.add(element)
-    if (message or named) and shown:
-        if element is None:
-            element = result.proxy(node)
-        if message:
-            result.messages.append(element)
-        if named:
-            result._referenced.append(element)
-        skip = True
-        frame.in_message = True
-    # The page text: ``body`` is the first block; text inside the rest joins its block.
-    cdef xmlNode* outer = parent.outer
-    if node is body:
-        frame.outer = body
-        return frame
-    if outer is NULL:
-        return frame
-    if skip or hides or tag in rules.not_content:
-        pass
-    elif tick:
-        result.add(outer if tag in rules.inline_tags else node, rules.background_text)
-    else:
-        frame.outer = outer if tag in rules.inline_tags else node
-        text = cetree.textOf(node)
-        if text:
-            result.add(frame.outer, text)
-    tail = cetree.tailOf(node)
-    if tail:
-        result.add(outer, tail)
-    return frame
+    # The ids fields name are found as the walk goes: a field usually names what follows it, and
+    # a walk to find them first cost a quarter of the walk. Only a page where a field named an
+    # element the walk had passed is walked again, with them found first.
+    cdef _Walk result = _Walk(rules, root._doc)
+    result.run(top)
+    if result.named_late():
+        result = _Walk(rules, root._doc)
+        result.find_references(top)
+        result.run(top)
+    return result.skeleton(top)
 
 
 cdef inline bint _is_script(xmlNode* node):
@@ -345,79 +956,34 @@ cdef str _element_text(xmlNode* top, Py_ssize_t limit):
     contenteditable costs no more than a button."""
     if _is_script(top):
         return ""
-    cdef Py_ssize_t budget = 40 * limit, have = 0
-    pieces = []
+    cdef Py_ssize_t budget = 40 * limit, n
+    cdef const unsigned char* c
+    cdef Text text
+    text.data, text.size, text.capacity, text.space = NULL, 0, 0, False
     cdef xmlNode* node = top.children
-    while node is not NULL and have < budget:
-        if node.type == tree.XML_TEXT_NODE or node.type == tree.XML_CDATA_SECTION_NODE:
-            if node.content is not NULL:
-                piece = cetree.pyunicode(node.content)
-                pieces.append(piece)
-                have += len(piece)
-        elif node.type == tree.XML_ELEMENT_NODE and node.children is not NULL and not _is_script(node):
-            node = node.children
-            continue
-        while node is not top and node.next is NULL:
-            node = node.parent
-        node = NULL if node is top else node.next
-    return " ".join("".join(pieces)[:budget].split())[:limit]
-
-
-cdef tuple _describe(Rules rules, xmlNode* node, str tag, bint interactive):
-    """``(key or None, descriptor)`` of a kept element (``interactive``: False for a container kept
-    for its ``aria-expanded`` alone, whose text is page content); None for ``input type=hidden``.
-    One pass over the element's own attributes (usually 1-4)."""
-    desc = {"tag": tag}
-    key = el_id = name = label = None
-    cdef Py_ssize_t label_rank = 0, rank
-    cdef xmlAttr* attr = node.properties
-    while attr is not NULL:
-        if attr.ns is not NULL:
-            attr = attr.next
-            continue
-        field = cetree.namespacedNameFromNsName(NULL, attr.name)
-        kind = rules.attribute_kinds.get(field)
-        if kind is None:
-            attr = attr.next
-            continue
-        value = cetree.attributeValue(node, attr)
-        if kind == "keep":
-            value = value.strip()
-            if value:
-                desc[field] = value[: rules.kept_chars[field]]
-        elif kind == "flag":
-            desc[field] = True
-        elif kind == "aria_flag":
-            if value == "true":
-                desc[rules.aria_flags[field]] = True
-        elif kind == "key":
-            key = value
-        elif kind == "id":
-            el_id = value
-        elif kind == "name":
-            name = value
-        elif kind == "type":
-            if tag == "input":
-                desc["type"] = value.strip().lower()
-        else:  # a label: the first of the most telling kind
-            rank = rules.labels.index(field)
-            if label is None or rank < label_rank:
-                label, label_rank = value, rank
-        attr = attr.next
-    if tag == "input":
-        if desc.setdefault("type", "text") == "hidden":
-            return None
-    elif tag == "select":
-        _describe_select(rules, node, desc)
-    else:
-        text = _element_text(node, rules.text_chars)
-        if text:
-            desc["text"] = text
-    if label is not None and "text" not in desc:
-        desc["label"] = " ".join(label.split())[: rules.text_chars]
-    if not interactive:
-        desc.pop("text", None)  # a container's text is page content, its state is its own
-    return key or el_id or name, desc
+    try:
+        # Read until the budget is spent or the text is long enough (4 bytes or more a character).
+        while node is not NULL and budget > 0 and text.size < 4 * limit:
+            if node.type == tree.XML_TEXT_NODE or node.type == tree.XML_CDATA_SECTION_NODE:
+                if node.content is not NULL:
+                    c = node.content
+                    n = 0
+                    while c[n] != 0:
+                        if (c[n] & 0xC0) != 0x80:
+                            if budget == 0:
+                                break
+                            budget -= 1
+                        n += 1
+                    _add(&text, c, n)
+            elif node.type == tree.XML_ELEMENT_NODE and node.children is not NULL and not _is_script(node):
+                node = node.children
+                continue
+            while node is not top and node.next is NULL:
+                node = node.parent
+            node = NULL if node is top else node.next
+        return PyUnicode_DecodeUTF8(<const char*>text.data, _prefix(text.data, text.size, limit), NULL)
+    finally:
+        PyMem_Free(text.data)
 
 
 cdef void _describe_select(Rules rules, xmlNode* select, dict desc) except *:

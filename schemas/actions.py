@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -111,6 +112,22 @@ def _format_number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
+# The common forms, read without compiling the text (every verification step parses its action):
+# a known name and at most two arguments, each a plain decimal number (of at most 18 digits: int
+# refuses more than 4,300) or a quoted string without escapes, where the literal is its text.
+# Anything else is read by ``ast``, the definition.
+_LITERAL = r"""(?:0|[1-9][0-9]{0,17})(?:\.[0-9]{1,17})?|"[^"\\\n\r\x00\ud800-\udfff]*"|'[^'\\\n\r\x00\ud800-\udfff]*'"""
+_PLAIN_CALL = re.compile(
+    rf"([A-Za-z]+)\([ \t]*(?:({_LITERAL})[ \t]*(?:,[ \t]*({_LITERAL})[ \t]*)?)?\)"
+)
+
+
+def _literal(text: str) -> int | float | str:
+    if text[0] in "\"'":
+        return text[1:-1]
+    return float(text) if "." in text else int(text)
+
+
 def parse_action(text: str) -> Action:
     """Parse one action in protocol form; raise :class:`ActionParseError` on anything else."""
     if not isinstance(text, str):
@@ -118,9 +135,18 @@ def parse_action(text: str) -> Action:
     source = text.strip()
     if not source or len(source) > 10_000:
         raise ActionParseError("an action must be a non-empty string of at most 10000 characters")
+    plain = _PLAIN_CALL.fullmatch(source)
+    if plain and plain[1] in KINDS_BY_PROTOCOL_NAME:
+        args = [_literal(arg) for arg in plain.groups()[1:] if arg is not None]
+        return _build(KINDS_BY_PROTOCOL_NAME[plain[1]], plain[1], args)
+    return _parsed_by_ast(source)
+
+
+def _parsed_by_ast(source: str) -> Action:
+    """:func:`parse_action` by its definition: a Python call of constants."""
     try:
         tree = ast.parse(source, mode="eval")
-    except SyntaxError as exc:
+    except (SyntaxError, ValueError) as exc:  # ValueError: a NUL byte or a lone surrogate
         raise ActionParseError(f"not an action call: {source[:80]!r}") from exc
     call = tree.body
     if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name) or call.keywords:
