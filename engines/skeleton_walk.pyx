@@ -19,7 +19,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdlib cimport calloc, free, malloc
+from libc.stdlib cimport calloc, free
 from libc.string cimport memchr, memcmp, strcmp, strlen, strstr
 
 cimport lxml.includes.etreepublic as cetree
@@ -103,12 +103,12 @@ cdef class Rules:
     cdef Py_ssize_t alert_lengths[64]
     cdef Py_ssize_t alert_count
     cdef bytes number_attr, hidden_attr, mark_attr, scroll_attr, viewport_attr
-    cdef tuple reference_attrs
     cdef object hiding_style
     cdef Py_ssize_t max_blocks, max_marks, block_chars, alert_chars, text_chars, value_chars
     cdef bytes background_text
     cdef str background_field
     cdef dict attribute_kinds, kept_chars, aria_flags
+    cdef dict attribute_meanings  # an attribute name (UTF-8) -> its Meaning
     cdef tuple labels
 
     def __init__(
@@ -139,7 +139,23 @@ cdef class Rules:
         self.mark_attr = mark_attr.encode()
         self.scroll_attr = scroll_attr.encode()
         self.viewport_attr = viewport_attr.encode()
-        self.reference_attrs = tuple(name.encode() for name in reference_attrs)
+        # Later entries win: a name the page contract gives a meaning of its own is not a reference.
+        self.attribute_meanings = {
+            **{name.encode(): REFERENCE for name in reference_attrs},
+            b"aria-hidden": ARIA_HIDDEN,
+            b"hidden": HIDES,
+            self.hidden_attr: HIDES,
+            self.mark_attr: MARK,
+            b"data-toast": TOAST,
+            b"aria-live": LIVE,
+            b"contenteditable": EDITABLE,
+            b"aria-expanded": EXPANDED,
+            self.number_attr: NUMBER,
+            b"role": ROLE,
+            b"id": ID,
+            b"style": STYLE,
+            b"class": CLASS,
+        }
         self.hiding_style = hiding_style
         self.max_blocks = max_blocks
         self.max_marks = max_marks
@@ -166,34 +182,8 @@ cdef class Rules:
         )
 
     cdef Meaning attribute_meaning(self, const char* name):
-        if strcmp(name, b"class") == 0:
-            return CLASS
-        if strcmp(name, b"style") == 0:
-            return STYLE
-        if strcmp(name, b"id") == 0:
-            return ID
-        if strcmp(name, b"role") == 0:
-            return ROLE
-        if strcmp(name, self.number_attr) == 0:
-            return NUMBER
-        if strcmp(name, b"aria-expanded") == 0:
-            return EXPANDED
-        if strcmp(name, b"contenteditable") == 0:
-            return EDITABLE
-        if strcmp(name, b"aria-live") == 0:
-            return LIVE
-        if strcmp(name, b"data-toast") == 0:
-            return TOAST
-        if strcmp(name, self.mark_attr) == 0:
-            return MARK
-        if strcmp(name, b"hidden") == 0 or strcmp(name, self.hidden_attr) == 0:
-            return HIDES
-        if strcmp(name, b"aria-hidden") == 0:
-            return ARIA_HIDDEN
-        for reference in self.reference_attrs:
-            if strcmp(name, <bytes>reference) == 0:
-                return REFERENCE
-        return IGNORED
+        cdef int meaning = self.attribute_meanings.get(<bytes>name, IGNORED)
+        return <Meaning>meaning
 
 
 # --- names -----------------------------------------------------------------------------------
