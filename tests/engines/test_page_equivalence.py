@@ -6,8 +6,9 @@ class of ``benchmarks.observation_mutations``: the task's first page as captured
 observations, flags, page state, compact page, fingerprint). Each case's outputs are digested;
 ``page_outputs.json`` holds the digests recorded before the page work was rewritten for speed
 (issue 34), so the compiled walk, the compiled markup scan and the shared parse must reproduce
-the old outputs byte for byte. The DOM hash itself is left out (its function changed): only
-whether the two pages' hashes are equal is compared.
+the old outputs byte for byte. The DOM hash and the fingerprint themselves are left out (their
+functions changed): only whether the two pages' hashes, and the action's fingerprints on them,
+are equal is compared.
 
 Re-record (only for an intended change of the outputs, and say so in the commit)::
 
@@ -25,8 +26,10 @@ from typing import Any
 from benchmarks.observation_mutations import transitions
 from benchmarks.verification_pairs import DEFAULT_CORPUS, PAGE_URL, load_pairs
 from veriloop.engines.dom_context import CompactPage
+from veriloop.engines.loop import action_fingerprint
 from veriloop.engines.observation import stored_page_state
 from veriloop.engines.verification import observe_page
+from veriloop.schemas.observation import BeforeState
 
 DIGESTS = Path(__file__).with_name("page_outputs.json")
 ACTION = "click(5)"
@@ -53,7 +56,8 @@ def step_outputs(before: str, after: str) -> dict[str, Any]:
         "page_state": _without_hash(observed.page_state),
         "same_hash": first["dom_hash"] == observed.page_state["dom_hash"],
         "compact": _compact(observed.compact_page),
-        "fingerprint": fingerprint,
+        "same_fingerprint": fingerprint
+        == action_fingerprint(ACTION, BeforeState.model_validate(observed.page_state)),
     }
 
 
