@@ -20,7 +20,6 @@ setup(
                 include_dirs=lxml.get_include(),
                 depends=["engines/utf8_space.pxi"],
             ),
-            Extension("veriloop.engines.skeleton_identity", ["engines/skeleton_identity.pyx"]),
             Extension("veriloop.schemas.json_marks", ["schemas/json_marks.pyx"]),
         ],
         language_level=3,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
+import xxhash
 
 from veriloop.engines.skeleton import page_identity
 from veriloop.schemas.actions import ActionParseError, parse_action
@@ -16,11 +16,14 @@ def _normalized_action(action: str) -> str:
         return " ".join(str(action).split())
 
 
-def _page_identity(page_state: BeforeState) -> str:
+def _page_identity(page_state: BeforeState) -> bytes:
     # Without what changes on its own, so a page that only "ticked" keeps its fingerprint.
     if page_state.semantic_skeleton is not None:
-        return page_identity(page_state.semantic_skeleton)
-    return f"hash:{page_state.dom_hash}"
+        try:
+            return page_identity(page_state.semantic_skeleton)
+        except TypeError:  # a foreign before_state holding what JSON cannot: its hash stands in
+            pass
+    return f"hash:{page_state.dom_hash}".encode()
 
 
 def action_fingerprint(action: str, page_state: BeforeState) -> str:
@@ -29,5 +32,8 @@ def action_fingerprint(action: str, page_state: BeforeState) -> str:
     ``click( 5 )`` and ``click(5)`` on the same page give the same fingerprint; a changed
     interactive element or URL gives another.
     """
-    material = "\n".join((_normalized_action(action), page_state.url, _page_identity(page_state)))
-    return hashlib.sha256(material.encode("utf-8", "replace")).hexdigest()[:32]
+    # Only ever compared with the task's earlier fingerprints, so a fast non-cryptographic 128-bit
+    # digest does (as for the DOM hash): a page crafted to collide could only make an action look
+    # repeated, which escalates to correction and replanning, never to a success.
+    head = "\n".join((_normalized_action(action), page_state.url, "")).encode("utf-8", "replace")
+    return xxhash.xxh3_128_hexdigest(head + _page_identity(page_state))

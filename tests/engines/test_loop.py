@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from veriloop.engines.loop import action_fingerprint
 from veriloop.engines.observation import capture_page_state
+from veriloop.engines.skeleton import BACKGROUND_FIELD, page_identity
+from veriloop.schemas.observation import BeforeState
 
 URL = "https://shop.example/cart"
 
@@ -46,3 +53,78 @@ def test_fingerprint_survives_a_json_round_trip_of_the_state(page):
     state = capture_page_state(URL, page())
     restored = type(state).model_validate_json(state.model_dump_json())
     assert action_fingerprint("click(14)", restored) == action_fingerprint("click(14)", state)
+
+
+def _skeleton(button: str = "Save", text: str = "Updated at 10:42", **more) -> dict:
+    return {
+        "elements": {"7": {"tag": "button", "text": button}, "8": {"tag": "a", "href": "/p/2"}},
+        "alerts": {"0": "Saved 2 items"},
+        "content": {"headings": ["Cart (3)"], "texts": [text], "truncated": False},
+        **more,
+    }
+
+
+def test_the_identity_leaves_out_digits_of_page_text_marks_and_scroll_only():
+    base = page_identity(_skeleton())
+    assert page_identity(_skeleton(text="Updated at 11:07")) == base
+    assert (
+        page_identity(_skeleton(background=[["number", "7", "text"]], scroll={"position": "0,300"}))
+        == base
+    )
+    assert page_identity(_skeleton(text="Removed at 10:42")) != base
+    assert page_identity(_skeleton(button="Save 2")) != base  # digits of an element count
+    other_alert = _skeleton()
+    other_alert["alerts"] = {"0": "Saved 3 items"}
+    assert page_identity(other_alert) != base
+
+
+def test_a_marked_element_stands_without_the_fields_its_mark_covers():
+    def marked(text: str, href: str) -> dict:
+        skeleton = _skeleton()
+        skeleton["elements"]["7"] = {
+            "tag": "a",
+            "text": text,
+            "href": href,
+            BACKGROUND_FIELD: "text",
+        }
+        return skeleton
+
+    assert page_identity(marked("3 min ago", "/a")) == page_identity(marked("4 min ago", "/a"))
+    assert page_identity(marked("3 min ago", "/a")) != page_identity(marked("3 min ago", "/b"))
+    # An element keyed by the field's name takes the same path and changes nothing.
+    keyed = _skeleton()
+    keyed["elements"][BACKGROUND_FIELD] = {"tag": "div", "text": "Ad"}
+    assert page_identity(keyed) != page_identity(_skeleton())
+    assert page_identity(keyed) == page_identity(json.loads(json.dumps(keyed)))
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=16,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["elements", "alerts", "content", "background"]), _JSON))
+def test_any_stored_skeleton_has_an_identity_that_ignores_key_order(skeleton):
+    """Whatever a stored before_state holds (it is read from JSON), the identity is written, and
+    the same map in another key order is the same page."""
+    reordered = json.loads(json.dumps(skeleton, sort_keys=True))
+    assert page_identity(skeleton) == page_identity(reordered)
+    state = BeforeState(url=URL, dom_hash="h", semantic_skeleton=skeleton)
+    assert action_fingerprint("click(1)", state) == action_fingerprint(
+        "click(1)", state.model_copy()
+    )
+
+
+def test_a_skeleton_json_cannot_hold_is_identified_by_the_hash():
+    deep: list = []
+    for _ in range(400):  # deeper than the writer goes
+        deep = [deep]
+    for odd in ({"elements": {"7": {"tag": {"a", "b"}}}}, {"content": deep}):
+        a = BeforeState(url=URL, dom_hash="h1", semantic_skeleton=odd)
+        b = a.model_copy(update={"dom_hash": "h2"})
+        assert action_fingerprint("click(7)", a) != action_fingerprint("click(7)", b)
