@@ -1,5 +1,5 @@
-"""The compiled parts of veriloop: the skeleton's page walk, the compact page's, its identity text for fingerprints and the
-request body's scan (everything else is in pyproject.toml)."""
+"""The compiled parts of veriloop: the skeleton's page walk, the compact page's, the DOM hash's
+digest and the request body's scan (everything else is in pyproject.toml)."""
 
 import lxml
 from Cython.Build import cythonize
@@ -20,6 +20,7 @@ setup(
                 include_dirs=lxml.get_include(),
                 depends=["engines/utf8_space.pxi"],
             ),
+            Extension("veriloop.engines.page_hash", ["engines/page_hash.pyx"]),
             Extension("veriloop.schemas.json_marks", ["schemas/json_marks.pyx"]),
         ],
         language_level=3,

@@ -10,14 +10,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-import xxhash
-
 from veriloop.engines.dom_context import CompactPage, compact_tree
+from veriloop.engines.page_hash import whitespace_free_digest
 from veriloop.engines.skeleton import (
     carry_background,
     describe_element,
     diff_skeletons,
-    normalized_bytes,
     parse_utf8,
     skeleton_from_tree,
     to_utf8,
@@ -48,7 +46,7 @@ def _hash(data: bytes) -> str:
     # 128 bits keep accidental collisions out of reach. A page crafted to collide could at worst
     # make a change look like none where there is no skeleton: a failed verification (or a
     # repeat), never a success.
-    return xxhash.xxh3_128_hexdigest(normalized_bytes(data))
+    return whitespace_free_digest(data)
 
 
 def compute_dom_hash(html: str | bytes | None) -> str:

@@ -134,7 +134,6 @@ def empty_skeleton() -> dict:
 
 # --- reading HTML ---------------------------------------------------------------------------
 
-_WHITESPACE = b" \t\n\r\f\v"
 _META_CHARSET = re.compile(
     rb"""<meta[^>]*?charset\s*=\s*["']?\s*([a-zA-Z0-9_.:-]+)|<\?xml[^>]*?encoding\s*=\s*["']([a-zA-Z0-9_.:-]+)""",
     re.IGNORECASE,
@@ -179,11 +178,6 @@ def to_utf8(html: str | bytes | None) -> bytes:
         except UnicodeDecodeError:
             encoding = "cp1252"  # undeclared legacy page: the browser's default guess
     return data.decode(encoding, "replace").encode("utf-8", "replace")
-
-
-def normalized_bytes(data: bytes) -> bytes:
-    """UTF-8 page bytes with all ASCII whitespace removed (whitespace-only edits leave this unchanged)."""
-    return data.translate(None, _WHITESPACE)
 
 
 _local = threading.local()
