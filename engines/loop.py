@@ -5,11 +5,13 @@ from __future__ import annotations
 import xxhash
 
 from veriloop.engines.skeleton import page_identity
-from veriloop.schemas.actions import ActionParseError, parse_action
+from veriloop.schemas.actions import Action, ActionParseError, parse_action
 from veriloop.schemas.observation import BeforeState
 
 
-def _normalized_action(action: str) -> str:
+def _normalized_action(action: Action | str) -> str:
+    if isinstance(action, Action):
+        return action.to_string()
     try:
         return parse_action(action).to_string()
     except ActionParseError:
@@ -26,8 +28,9 @@ def _page_identity(page_state: BeforeState) -> bytes:
     return f"hash:{page_state.dom_hash}".encode()
 
 
-def action_fingerprint(action: str, page_state: BeforeState) -> str:
-    """A stable digest of the action (canonical protocol form) and the page it acts on (URL + skeleton).
+def action_fingerprint(action: Action | str, page_state: BeforeState) -> str:
+    """A stable digest of the action (canonical protocol form; protocol text, or the action read
+    from it) and the page it acts on (URL + skeleton).
 
     ``click( 5 )`` and ``click(5)`` on the same page give the same fingerprint; a changed
     interactive element or URL gives another.

@@ -39,6 +39,7 @@ from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError, Structured
 from veriloop.llm.search import SearchProvider, SearchResults, SearchUnavailable
 from veriloop.prompts.grounding import grounded_messages, render_results
 from veriloop.prompts.verification import build_verification_messages
+from veriloop.schemas.actions import Action, ActionParseError, parse_action
 from veriloop.schemas.observation import BeforeState, ClientObservations
 from veriloop.schemas.outputs import SemanticVerdict
 from veriloop.schemas.usage import add_usage
@@ -129,8 +130,12 @@ def observe_page(
     ``action`` on the page it acted on. ``before`` may be a stored dump: it is parsed here, where the
     page work runs, not in the process that forwards it."""
     before = BeforeState.model_validate(before)
-    observed = build_observation_list(before, dom, url, client, active, action, keep_compact=True)
-    return observed, action_fingerprint(action, before)
+    try:  # once for both readers
+        read: Action | str = parse_action(action)
+    except ActionParseError:
+        read = action
+    observed = build_observation_list(before, dom, url, client, active, read, keep_compact=True)
+    return observed, action_fingerprint(read, before)
 
 
 async def observe_action(

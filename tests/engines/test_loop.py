@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from veriloop.engines.loop import action_fingerprint
 from veriloop.engines.observation import capture_page_state
 from veriloop.engines.skeleton import BACKGROUND_FIELD, page_identity
+from veriloop.schemas.actions import parse_action
 from veriloop.schemas.observation import BeforeState
 
 URL = "https://shop.example/cart"
@@ -20,6 +21,10 @@ def test_same_action_same_page_same_fingerprint(page):
     assert action_fingerprint("click(14)", state) == action_fingerprint("click( 14 )", state)
     assert action_fingerprint('setValue(12, "Jas")', state) == action_fingerprint(
         "setValue(12,'Jas')", state
+    )
+    # The action as read from its text fingerprints as the text does.
+    assert action_fingerprint(parse_action("click( 14 )"), state) == action_fingerprint(
+        "click(14)", state
     )
 
 
