@@ -32,7 +32,9 @@ import codecs
 import re
 import threading
 from collections import Counter
-from itertools import repeat
+from collections.abc import Iterable
+from itertools import compress, repeat
+from operator import ne
 from typing import Any
 
 import orjson
@@ -453,7 +455,13 @@ def _blocks(content: Any, field: str) -> list[str]:
 def _changed_blocks(before: list[str], after: list[str]) -> tuple[list[str], list[str]]:
     """(gone, new) blocks as multisets, in page order, without pairs that differ only in digits
     (an unmarked ticker: background by the old rule)."""
-    b_count, a_count = Counter(before), Counter(after)
+    # The blocks both lists start and end with cancel out of both multisets, so only the middle
+    # is counted (counting every block of a long page twice was most of a step's diff).
+    shared = min(len(before), len(after))
+    start = _shared_run(before, after, shared)
+    end = _shared_run(reversed(before), reversed(after), shared - start)
+    b_count = Counter(before[start : len(before) - end])
+    a_count = Counter(after[start : len(after) - end])
     gone, new = _each(before, b_count - a_count), _each(after, a_count - b_count)
     if not (gone and new):
         return gone, new
@@ -461,6 +469,11 @@ def _changed_blocks(before: list[str], after: list[str]) -> tuple[list[str], lis
     if ticked:
         gone, new = _without(gone, ticked), _without(new, ticked)
     return _unmatched(gone, new)
+
+
+def _shared_run(a: Iterable[str], b: Iterable[str], limit: int) -> int:
+    """How many leading blocks ``a`` and ``b`` have in common, up to ``limit`` (compared in C)."""
+    return next(compress(range(limit), map(ne, a, b)), limit)
 
 
 def _unmatched(gone: list[str], new: list[str]) -> tuple[list[str], list[str]]:
@@ -621,8 +634,21 @@ def _changed_messages(before: dict[str, str], after: dict[str, str]) -> tuple[li
     )
 
 
+_FEW = 16
+"""Wanted texts that are found by a search each rather than by one pass over all the texts."""
+
+
 def _each(texts: Any, wanted: Counter[str]) -> list[str]:
     """The texts in ``wanted`` (with multiplicity), in the page order of ``texts``."""
+    if isinstance(texts, list) and wanted.total() <= _FEW:
+        # A few changed blocks of a long page: each found by list.index, in C.
+        found = []
+        for text, times in wanted.items():
+            at = -1
+            for _ in range(times):
+                at = texts.index(text, at + 1)
+                found.append((at, text))
+        return [text for _, text in sorted(found)]
     remaining = Counter(wanted)
     picked = []
     for text in texts:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from veriloop.engines.skeleton import (
     SkeletonError,
+    _changed_blocks,
     diff_skeletons,
     empty_skeleton,
     extract_semantic_skeleton,
@@ -399,3 +404,33 @@ def test_a_deeply_nested_page_is_walked_to_its_leaves_and_back():
     assert list(skeleton["elements"]) == ["deep", "after"]
     assert skeleton["content"]["headings"] == ["Deep heading"]
     assert skeleton["content"]["texts"] == ["After the nest"]
+
+
+def _multiset_changes(before: list[str], after: list[str]) -> tuple[list[str], list[str]]:
+    """The definition: blocks one list has more of than the other, the first ones in page order."""
+
+    def first(texts: list[str], wanted: Counter) -> list[str]:
+        picked = []
+        for text in texts:
+            if wanted[text] > 0:
+                wanted[text] -= 1
+                picked.append(text)
+        return picked
+
+    b, a = Counter(before), Counter(after)
+    return first(before, b - a), first(after, a - b)
+
+
+_BLOCKS = st.lists(st.sampled_from(["home", "news", "sport", "about", "a", ""]), max_size=40)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_BLOCKS, st.lists(st.tuples(st.integers(0, 60), _BLOCKS), max_size=4), st.booleans())
+def test_changed_page_text_is_the_multiset_difference_in_page_order(page, edits, swap):
+    """Blocks both lists start and end with are left out of the counting and the few changed
+    ones are searched for: the result is still the definition's, whatever the edits."""
+    after = list(page)
+    for at, blocks in edits:
+        after[at : at + len(blocks) // 2] = blocks
+    before, after = (after, page) if swap else (page, after)
+    assert _changed_blocks(before, after) == _multiset_changes(before, after)
