@@ -465,8 +465,8 @@ def _changed_blocks(before: list[str], after: list[str]) -> tuple[list[str], lis
     gone, new = _each(before, b_count - a_count), _each(after, a_count - b_count)
     if not (gone and new):
         return gone, new
-    ticked = Counter(map(digits_masked, gone)) & Counter(map(digits_masked, new))
-    if ticked:
+    if not set(map(digits_masked, gone)).isdisjoint(map(digits_masked, new)):
+        ticked = Counter(map(digits_masked, gone)) & Counter(map(digits_masked, new))
         gone, new = _without(gone, ticked), _without(new, ticked)
     return _unmatched(gone, new)
 
