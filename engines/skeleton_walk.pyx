@@ -18,15 +18,23 @@ cimport cython
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.ref cimport PyObject
-from cpython.unicode cimport PyUnicode_AsUTF8, PyUnicode_DecodeUTF8
+from cpython.dict cimport PyDict_SetDefault
+from cpython.unicode cimport (
+    PyUnicode_AsUTF8, PyUnicode_DATA, PyUnicode_DecodeUTF8,
+    PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_New, PyUnicode_WRITE,
+)
 from libc.stdlib cimport calloc, free
-from libc.string cimport memchr, memcmp, strcmp, strlen, strstr
+from libc.string cimport memchr, memcmp, memcpy, strcmp, strlen, strstr
 
 cimport lxml.includes.etreepublic as cetree
 from lxml.includes cimport tree
 from lxml.includes.tree cimport xmlAttr, xmlNode
 
 from hashlib import blake2b
+
+cdef extern from "Python.h":
+    Py_UCS4 PyUnicode_MAX_CHAR_VALUE(str text)
+    dict _PyDict_NewPresized(Py_ssize_t size)
 
 cetree.import_lxml__etree()
 
@@ -343,6 +351,27 @@ cdef str _stripped(const unsigned char* c, Py_ssize_t limit):
     if _has_words(p):  # the cut falls inside the stripped value: its whitespace there stays
         end = p
     return PyUnicode_DecodeUTF8(<const char*>c, end - c, NULL)
+
+
+cdef str _numbered(str name, Py_ssize_t n):
+    """``f"{name}[{n}]"`` (``n`` >= 0), written in one str: no int, no str of its digits."""
+    cdef char digits[20]
+    cdef Py_ssize_t count = 0, length = PyUnicode_GET_LENGTH(name), i
+    while True:
+        digits[count] = 0x30 + n % 10
+        count += 1
+        n //= 10
+        if n == 0:
+            break
+    cdef str numbered = PyUnicode_New(length + count + 2, PyUnicode_MAX_CHAR_VALUE(name))
+    cdef int kind = PyUnicode_KIND(numbered)  # the kind of ``name``: its characters copy as they are
+    cdef void* data = PyUnicode_DATA(numbered)
+    memcpy(data, PyUnicode_DATA(name), length * kind)
+    PyUnicode_WRITE(kind, data, length, 0x5B)
+    for i in range(count):
+        PyUnicode_WRITE(kind, data, length + 1 + i, digits[count - 1 - i])
+    PyUnicode_WRITE(kind, data, length + count + 1, 0x5D)
+    return numbered
 
 
 cdef str _kept(Text* text, Py_ssize_t limit):
@@ -852,7 +881,7 @@ cdef class _Walk:
         cdef xmlNode* ancestor
         cdef Nodes* nodes
         cdef Py_ssize_t i, n
-        elements = {}
+        elements = _PyDict_NewPresized(self.tagged_nodes.count + self.extra_nodes.count)
         keys = {}  # element address -> key, for background marks
         unkeyed = {}
         # Interactive tags, then the elements kept for a role, a number or aria-expanded alone.
@@ -863,14 +892,14 @@ cdef class _Walk:
                 if not key:
                     tag = desc["tag"]
                     n = unkeyed.get(tag, 0)
-                    key = f"{tag}[{n}]"  # n a C integer: formatted without Python's int
+                    key = _numbered(tag, n)
                     unkeyed[tag] = n + 1
-                if key in elements:
+                if PyDict_SetDefault(elements, key, desc) is not <PyObject*>desc:  # taken
                     n = 2
-                    while f"{key}[{n}]" in elements:
+                    while _numbered(key, n) in elements:
                         n += 1
-                    key = f"{key}[{n}]"
-                elements[key] = desc
+                    key = _numbered(key, n)
+                    elements[key] = desc
                 if self.marked.count:
                     keys[<size_t>nodes.items[i]] = key
         alerts = {}

@@ -37,3 +37,11 @@ def test_attribute_values_are_kept_as_python_strips_and_cuts_them(role, expanded
         assert desc.get(name) == (text.strip()[:chars] if text.strip() else None)
     assert desc["label"] == " ".join(label.split())[:TEXT_CHARS]
     assert got_key == (key or "button[0]")
+
+
+def test_numbered_keys_are_written_for_names_of_every_width():
+    ids = ["x", "é", "中", "😀"]
+    html = "".join(f'<button id="{key}">{n}</button>' for key in ids for n in range(12))
+    keys = list(skeleton_from_tree(lxml.html.fromstring(html + "<a href=x>q</a>" * 11))["elements"])
+    assert keys == [*(f"{key}[{n}]" if n > 1 else key for key in ids for n in range(1, 13)),
+                    *(f"a[{n}]" for n in range(11))]  # fmt: skip
