@@ -353,6 +353,13 @@ cdef str _stripped(const unsigned char* c, Py_ssize_t limit):
     return PyUnicode_DecodeUTF8(<const char*>c, end - c, NULL)
 
 
+@cython.final
+cdef class _Count:
+    """A count kept in a dict, counted without making an int each time."""
+
+    cdef Py_ssize_t n
+
+
 cdef str _numbered(str name, Py_ssize_t n):
     """``f"{name}[{n}]"`` (``n`` >= 0), written in one str: no int, no str of its digits."""
     cdef char digits[20]
@@ -883,17 +890,19 @@ cdef class _Walk:
         cdef Py_ssize_t i, n
         elements = _PyDict_NewPresized(self.tagged_nodes.count + self.extra_nodes.count)
         keys = {}  # element address -> key, for background marks
-        unkeyed = {}
+        unkeyed = {}  # tag -> how many elements with it had no key
         # Interactive tags, then the elements kept for a role, a number or aria-expanded alone.
         for kept in (self.tagged, self.extra):
             nodes = &self.tagged_nodes if kept is self.tagged else &self.extra_nodes
             for i in range(nodes.count):
                 key, desc = (<list>kept)[2 * i], (<list>kept)[2 * i + 1]
                 if not key:
-                    tag = desc["tag"]
-                    n = unkeyed.get(tag, 0)
-                    key = _numbered(tag, n)
-                    unkeyed[tag] = n + 1
+                    tag = self.tag(<xmlNode*>nodes.items[i])
+                    count = unkeyed.get(tag)
+                    if count is None:
+                        count = unkeyed[tag] = _Count()
+                    key = _numbered(tag, (<_Count>count).n)
+                    (<_Count>count).n += 1
                 if PyDict_SetDefault(elements, key, desc) is not <PyObject*>desc:  # taken
                     n = 2
                     while _numbered(key, n) in elements:
