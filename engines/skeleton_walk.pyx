@@ -93,6 +93,8 @@ cdef enum:
     NOT_CONTENT = 8
     HEADING = 16
     NOT_TEXT = 32
+    INPUT = 64  # how a descriptor reads it
+    SELECT = 128
 
 
 cdef enum Meaning:
@@ -201,6 +203,8 @@ cdef class Rules:
             | (NOT_CONTENT if tag in self.not_content else 0)
             | (NOT_TEXT if tag in self.not_text else 0)
             | (HEADING if tag in self.heading_tags else 0)
+            | (INPUT if tag == "input" else 0)
+            | (SELECT if tag == "select" else 0)
         )
 
     cdef Meaning attribute_meaning(self, const char* name):
@@ -715,9 +719,9 @@ cdef class _Walk:
         cdef bint shown = not frame.hidden
         if shown:
             if bits & INTERACTIVE:
-                self.keep(self.tagged, &self.tagged_nodes, node, True)
+                self.keep(self.tagged, &self.tagged_nodes, node, bits, True)
             elif interactive or expandable:
-                self.keep(self.extra, &self.extra_nodes, node, interactive)
+                self.keep(self.extra, &self.extra_nodes, node, bits, interactive)
         elif parent.in_message:
             self.hidden.add(<size_t>node)
         if tick:
@@ -750,8 +754,8 @@ cdef class _Walk:
         self.add_text(outer, node.next)  # its tail
         return 0
 
-    cdef int keep(self, list kept, Nodes* nodes, xmlNode* node, bint interactive) except -1:
-        desc = self.describe(node, self.tag(node), interactive)
+    cdef int keep(self, list kept, Nodes* nodes, xmlNode* node, int bits, bint interactive) except -1:
+        desc = self.describe(node, self.tag(node), bits, interactive)
         if desc is not None:
             kept += (self.key, desc)
             _push(nodes, node)
@@ -949,10 +953,10 @@ cdef class _Walk:
             "scroll": scroll,
         }
 
-    cdef dict describe(self, xmlNode* node, str tag, bint interactive):
-        """The descriptor of a kept element (``interactive``: False for a container kept for its
-        ``aria-expanded`` alone, whose text is page content), its key (or None) in ``self.key``;
-        None for ``input type=hidden``. One pass over the element's own attributes (usually 1-4),
+    cdef dict describe(self, xmlNode* node, str tag, int bits, bint interactive):
+        """The descriptor of a kept element (``bits``: what its tag is; ``interactive``: False for
+        a container kept for its ``aria-expanded`` alone, whose text is page content), its key (or
+        None) in ``self.key``; None for ``input type=hidden``. One pass over the element's own attributes (usually 1-4),
         reading values in place: only what the descriptor keeps becomes a str."""
         cdef Rules rules = self.rules
         cdef Slot* slot
@@ -980,16 +984,16 @@ cdef class _Walk:
             elif slot.kind <= NAME_KEY:
                 keys[<int>slot.kind] = attr
             elif slot.kind == TYPE:
-                if tag == "input":
+                if bits & INPUT:
                     desc["type"] = _decoded(self.value(node, attr)).strip().lower()
             elif slot.kind == LABEL:  # the first of the most telling kind
                 if label is NULL or slot.limit < label_rank:
                     label, label_rank = attr, slot.limit
             attr = attr.next
-        if tag == "input":
+        if bits & INPUT:
             if desc.setdefault("type", "text") == "hidden":
                 return None
-        elif tag == "select":
+        elif bits & SELECT:
             _describe_select(rules, node, desc)
         else:
             text = _element_text(node, rules.text_chars)
