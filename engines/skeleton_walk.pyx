@@ -18,15 +18,23 @@ cimport cython
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.ref cimport PyObject
-from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython.dict cimport PyDict_SetDefault
+from cpython.unicode cimport (
+    PyUnicode_AsUTF8, PyUnicode_DATA, PyUnicode_DecodeUTF8,
+    PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_New, PyUnicode_WRITE,
+)
 from libc.stdlib cimport calloc, free
-from libc.string cimport memchr, memcmp, strcmp, strlen, strstr
+from libc.string cimport memchr, memcmp, memcpy, strcmp, strlen, strstr
 
 cimport lxml.includes.etreepublic as cetree
 from lxml.includes cimport tree
 from lxml.includes.tree cimport xmlAttr, xmlNode
 
 from hashlib import blake2b
+
+cdef extern from "Python.h":
+    Py_UCS4 PyUnicode_MAX_CHAR_VALUE(str text)
+    dict _PyDict_NewPresized(Py_ssize_t size)
 
 cetree.import_lxml__etree()
 
@@ -85,6 +93,8 @@ cdef enum:
     NOT_CONTENT = 8
     HEADING = 16
     NOT_TEXT = 32
+    INPUT = 64  # how a descriptor reads it
+    SELECT = 128
 
 
 cdef enum Meaning:
@@ -93,11 +103,21 @@ cdef enum Meaning:
     ARIA_HIDDEN, REFERENCE
 
 
+cdef enum Field:
+    # What an attribute's name means to a descriptor. The three that can be its key come first,
+    # most telling first (they index the candidates).
+    KEY, ID_KEY, NAME_KEY, NOT_FIELD, KEEP, FLAG, ARIA_FLAG, TYPE, LABEL
+
+
+_FIELDS = {"key": KEY, "id": ID_KEY, "name": NAME_KEY, "keep": KEEP, "flag": FLAG,
+           "aria_flag": ARIA_FLAG, "type": TYPE, "label": LABEL}  # fmt: skip
+
+
 cdef class Rules:
     """The skeleton's rules, as the walk reads them (built once by the skeleton module)."""
 
     cdef frozenset interactive_tags, inline_tags, not_content, not_text, heading_tags, hidden_tags
-    cdef frozenset interactive_roles, alert_roles, alert_classes, background_kinds
+    cdef frozenset interactive_roles, alert_roles, background_kinds
     cdef tuple alert_class_names  # the same as UTF-8, for class values read in place:
     cdef const char* alert_names[64]  # ... in C
     cdef Py_ssize_t alert_lengths[64]
@@ -107,9 +127,8 @@ cdef class Rules:
     cdef Py_ssize_t max_blocks, max_marks, block_chars, alert_chars, text_chars, value_chars
     cdef bytes background_text
     cdef str background_field
-    cdef dict attribute_kinds, kept_chars, aria_flags
     cdef dict attribute_meanings  # an attribute name (UTF-8) -> its Meaning
-    cdef tuple labels
+    cdef dict fields  # an attribute name -> (its Field, its limit, the descriptor field it sets)
 
     def __init__(
         self, *, interactive_tags, inline_tags, not_content, not_text, heading_tags, hidden_tags,
@@ -126,7 +145,6 @@ cdef class Rules:
         self.hidden_tags = frozenset(hidden_tags)
         self.interactive_roles = frozenset(interactive_roles)
         self.alert_roles = frozenset(alert_roles)
-        self.alert_classes = frozenset(alert_classes)
         self.alert_class_names = tuple(name.encode() for name in alert_classes)
         if len(self.alert_class_names) > 64:
             raise ValueError("at most 64 message classes")
@@ -164,10 +182,16 @@ cdef class Rules:
         self.background_text = background_text.encode()
         self.background_field = background_field
         self.background_kinds = frozenset(background_kinds)
-        self.attribute_kinds = dict(attribute_kinds)
-        self.kept_chars = dict(kept_chars)
-        self.aria_flags = dict(aria_flags)
-        self.labels = tuple(labels)
+        # A kept value's limit is its length; a label's, its rank.
+        labels = tuple(labels)
+        self.fields = {
+            name: (
+                _FIELDS[kind],
+                kept_chars[name] if kind == "keep" else labels.index(name) if kind == "label" else 0,
+                aria_flags[name] if kind == "aria_flag" else name,
+            )
+            for name, kind in attribute_kinds.items()
+        }
         self.text_chars = text_chars
         self.value_chars = value_chars
 
@@ -179,6 +203,8 @@ cdef class Rules:
             | (NOT_CONTENT if tag in self.not_content else 0)
             | (NOT_TEXT if tag in self.not_text else 0)
             | (HEADING if tag in self.heading_tags else 0)
+            | (INPUT if tag == "input" else 0)
+            | (SELECT if tag == "select" else 0)
         )
 
     cdef Meaning attribute_meaning(self, const char* name):
@@ -193,8 +219,10 @@ cdef class Rules:
 cdef struct Slot:
     const unsigned char* name  # the name's copy; NULL: a free slot
     int meaning  # a tag's bits, an attribute's Meaning
+    Field kind  # an attribute's Field
+    Py_ssize_t limit  # ... and its limit
     PyObject* text  # the name as a str
-    PyObject* kind  # an attribute's kind in a descriptor (None: not a descriptor field)
+    PyObject* field  # the descriptor field an attribute sets
 
 
 @cython.final
@@ -227,9 +255,9 @@ cdef class _Names:
             return &self.spare
         return &self.slots[i]
 
-    cdef int keep(self, Slot* slot, const unsigned char* name, int meaning, text, kind) except -1:
-        self.objects += (text, kind)
-        slot.name, slot.meaning, slot.text, slot.kind = name, meaning, <PyObject*>text, <PyObject*>kind
+    cdef int keep(self, Slot* slot, const unsigned char* name, int meaning, text, field) except -1:
+        self.objects += (text, field)
+        slot.name, slot.meaning, slot.text, slot.field = name, meaning, <PyObject*>text, <PyObject*>field
         if slot is not &self.spare:
             self.used += 1
         return 0
@@ -291,6 +319,70 @@ cdef Py_ssize_t _prefix(const unsigned char* s, Py_ssize_t n, Py_ssize_t chars):
                 return i
             chars -= 1
     return n
+
+
+cdef inline str _decoded(const unsigned char* c):
+    return PyUnicode_DecodeUTF8(<const char*>c, strlen(<const char*>c), NULL)
+
+
+cdef str _stripped(const unsigned char* c, Py_ssize_t limit):
+    """``value.strip()[:limit]`` of the value ``c`` (UTF-8, NUL-terminated), None when it strips
+    to nothing: made once from the bytes, not a str, its strip and its cut."""
+    cdef Py_ssize_t width, chars = 0
+    while True:
+        width = _unicode_space(c)
+        if not width:
+            break
+        c += width
+    if c[0] == 0:
+        return None
+    cdef const unsigned char* end = c  # after the last character that is not whitespace
+    cdef const unsigned char* p = c
+    while p[0] != 0 and chars < limit:
+        if 0x20 < p[0] < 0x7F:  # printable ASCII, the usual case
+            p += 1
+            end = p
+        else:
+            width = _unicode_space(p)
+            if width:
+                p += width
+            else:
+                p += 1
+                while (p[0] & 0xC0) == 0x80:
+                    p += 1
+                end = p
+        chars += 1
+    if _has_words(p):  # the cut falls inside the stripped value: its whitespace there stays
+        end = p
+    return PyUnicode_DecodeUTF8(<const char*>c, end - c, NULL)
+
+
+@cython.final
+cdef class _Count:
+    """A count kept in a dict, counted without making an int each time."""
+
+    cdef Py_ssize_t n
+
+
+cdef str _numbered(str name, Py_ssize_t n):
+    """``f"{name}[{n}]"`` (``n`` >= 0), written in one str: no int, no str of its digits."""
+    cdef char digits[20]
+    cdef Py_ssize_t count = 0, length = PyUnicode_GET_LENGTH(name), i
+    while True:
+        digits[count] = 0x30 + n % 10
+        count += 1
+        n //= 10
+        if n == 0:
+            break
+    cdef str numbered = PyUnicode_New(length + count + 2, PyUnicode_MAX_CHAR_VALUE(name))
+    cdef int kind = PyUnicode_KIND(numbered)  # the kind of ``name``: its characters copy as they are
+    cdef void* data = PyUnicode_DATA(numbered)
+    memcpy(data, PyUnicode_DATA(name), length * kind)
+    PyUnicode_WRITE(kind, data, length, 0x5B)
+    for i in range(count):
+        PyUnicode_WRITE(kind, data, length + 1 + i, digits[count - 1 - i])
+    PyUnicode_WRITE(kind, data, length + count + 1, 0x5D)
+    return numbered
 
 
 cdef str _kept(Text* text, Py_ssize_t limit):
@@ -442,6 +534,7 @@ cdef class _Walk:
     cdef Nodes referenced  # shown elements a field names (messages after the conventional ones)
     cdef Nodes marked  # shown elements with a background mark
     cdef object key  # the key of the element last described (None: it has none)
+    cdef str held  # the value last read that was not in place
     cdef set hidden  # hidden elements inside shown message regions (the only place asked)
     cdef set ticking  # marked elements whose text changes on its own
 
@@ -486,9 +579,19 @@ cdef class _Walk:
         if slot.name is NULL:
             field = cetree.namespacedNameFromNsName(NULL, attr.name)
             meaning = self.rules.attribute_meaning(<const char*>attr.name)
-            kind = self.rules.attribute_kinds.get(field)
-            self.attributes.keep(slot, attr.name, meaning, field, kind)
+            kind, limit, sets = self.rules.fields.get(field, (NOT_FIELD, 0, None))
+            self.attributes.keep(slot, attr.name, meaning, field, sets)
+            slot.kind, slot.limit = kind, limit
         return slot
+
+    cdef const unsigned char* value(self, xmlNode* node, xmlAttr* attr) except NULL:
+        """The value of ``node``'s ``attr`` (UTF-8): in place when it is one text node, else the
+        text of a str held until the next call."""
+        cdef const unsigned char* value = _simple_value(attr)
+        if value is NULL:
+            self.held = cetree.attributeValue(node, attr)
+            value = <const unsigned char*>PyUnicode_AsUTF8(self.held)
+        return value
 
     cdef int find_references(self, xmlNode* top) except -1:
         """All ids that fields name as their messages (the tokens of their reference attributes),
@@ -568,23 +671,13 @@ cdef class _Walk:
                 pass
             elif meaning == CLASS:
                 if not message:
-                    value = _simple_value(attr)
-                    if value is NULL:
-                        message = not rules.alert_classes.isdisjoint(
-                            cetree.attributeValue(node, attr).split()
-                        )
-                    else:
-                        message = _has_token(value, rules)
+                    message = _has_token(self.value(node, attr), rules)
             elif meaning == STYLE:
-                value = _simple_value(attr)
-                if value is NULL:
-                    style = cetree.attributeValue(node, attr)
-                    if ("none" in style or "hidden" in style) and rules.hiding_style.search(style):
-                        hides = True
-                elif (
+                value = self.value(node, attr)
+                if (
                     strstr(<const char*>value, b"none") is not NULL
                     or strstr(<const char*>value, b"hidden") is not NULL
-                ) and rules.hiding_style.search(cetree.attributeValue(node, attr)):
+                ) and rules.hiding_style.search(_decoded(value)):
                     hides = True
             elif meaning == ID:
                 named = bool(self.references) and cetree.attributeValue(node, attr) in self.references
@@ -626,9 +719,9 @@ cdef class _Walk:
         cdef bint shown = not frame.hidden
         if shown:
             if bits & INTERACTIVE:
-                self.keep(self.tagged, &self.tagged_nodes, node, True)
+                self.keep(self.tagged, &self.tagged_nodes, node, bits, True)
             elif interactive or expandable:
-                self.keep(self.extra, &self.extra_nodes, node, interactive)
+                self.keep(self.extra, &self.extra_nodes, node, bits, interactive)
         elif parent.in_message:
             self.hidden.add(<size_t>node)
         if tick:
@@ -661,8 +754,8 @@ cdef class _Walk:
         self.add_text(outer, node.next)  # its tail
         return 0
 
-    cdef int keep(self, list kept, Nodes* nodes, xmlNode* node, bint interactive) except -1:
-        desc = self.describe(node, self.tag(node), interactive)
+    cdef int keep(self, list kept, Nodes* nodes, xmlNode* node, int bits, bint interactive) except -1:
+        desc = self.describe(node, self.tag(node), bits, interactive)
         if desc is not None:
             kept += (self.key, desc)
             _push(nodes, node)
@@ -799,25 +892,27 @@ cdef class _Walk:
         cdef xmlNode* ancestor
         cdef Nodes* nodes
         cdef Py_ssize_t i, n
-        elements = {}
+        elements = _PyDict_NewPresized(self.tagged_nodes.count + self.extra_nodes.count)
         keys = {}  # element address -> key, for background marks
-        unkeyed = {}
+        unkeyed = {}  # tag -> how many elements with it had no key
         # Interactive tags, then the elements kept for a role, a number or aria-expanded alone.
         for kept in (self.tagged, self.extra):
             nodes = &self.tagged_nodes if kept is self.tagged else &self.extra_nodes
             for i in range(nodes.count):
                 key, desc = (<list>kept)[2 * i], (<list>kept)[2 * i + 1]
                 if not key:
-                    tag = desc["tag"]
-                    n = unkeyed.get(tag, 0)
-                    key = f"{tag}[{n}]"  # n a C integer: formatted without Python's int
-                    unkeyed[tag] = n + 1
-                if key in elements:
+                    tag = self.tag(<xmlNode*>nodes.items[i])
+                    count = unkeyed.get(tag)
+                    if count is None:
+                        count = unkeyed[tag] = _Count()
+                    key = _numbered(tag, (<_Count>count).n)
+                    (<_Count>count).n += 1
+                if PyDict_SetDefault(elements, key, desc) is not <PyObject*>desc:  # taken
                     n = 2
-                    while f"{key}[{n}]" in elements:
+                    while _numbered(key, n) in elements:
                         n += 1
-                    key = f"{key}[{n}]"
-                elements[key] = desc
+                    key = _numbered(key, n)
+                    elements[key] = desc
                 if self.marked.count:
                     keys[<size_t>nodes.items[i]] = key
         alerts = {}
@@ -858,64 +953,63 @@ cdef class _Walk:
             "scroll": scroll,
         }
 
-    cdef dict describe(self, xmlNode* node, str tag, bint interactive):
-        """The descriptor of a kept element (``interactive``: False for a container kept for its
-        ``aria-expanded`` alone, whose text is page content), its key (or None) in ``self.key``;
-        None for ``input type=hidden``. One pass over the element's own attributes (usually 1-4)."""
+    cdef dict describe(self, xmlNode* node, str tag, int bits, bint interactive):
+        """The descriptor of a kept element (``bits``: what its tag is; ``interactive``: False for
+        a container kept for its ``aria-expanded`` alone, whose text is page content), its key (or
+        None) in ``self.key``; None for ``input type=hidden``. One pass over the element's own attributes (usually 1-4),
+        reading values in place: only what the descriptor keeps becomes a str."""
         cdef Rules rules = self.rules
         cdef Slot* slot
+        cdef xmlAttr* keys[3]  # the attribute of each Field that can be the key
+        keys[0] = keys[1] = keys[2] = NULL
+        cdef xmlAttr* label = NULL
+        cdef Py_ssize_t label_rank = 0, i
+        cdef const unsigned char* value
         desc = {"tag": tag}
-        key = el_id = name = label = None
-        cdef Py_ssize_t label_rank = 0, rank
         cdef xmlAttr* attr = node.properties
         while attr is not NULL:
             if attr.ns is not NULL:
                 attr = attr.next
                 continue
             slot = self.attribute_slot(attr)
-            kind = <object>slot.kind
-            if kind is None:
-                attr = attr.next
-                continue
-            field = <object>slot.text
-            value = cetree.attributeValue(node, attr)
-            if kind == "keep":
-                value = value.strip()
-                if value:
-                    desc[field] = value[: rules.kept_chars[field]]
-            elif kind == "flag":
-                desc[field] = True
-            elif kind == "aria_flag":
-                if value == "true":
-                    desc[rules.aria_flags[field]] = True
-            elif kind == "key":
-                key = value
-            elif kind == "id":
-                el_id = value
-            elif kind == "name":
-                name = value
-            elif kind == "type":
-                if tag == "input":
-                    desc["type"] = value.strip().lower()
-            else:  # a label: the first of the most telling kind
-                rank = rules.labels.index(field)
-                if label is None or rank < label_rank:
-                    label, label_rank = value, rank
+            if slot.kind == KEEP:
+                kept = _stripped(self.value(node, attr), slot.limit)
+                if kept is not None:
+                    desc[<object>slot.field] = kept
+            elif slot.kind == FLAG:
+                desc[<object>slot.field] = True
+            elif slot.kind == ARIA_FLAG:
+                if strcmp(<const char*>self.value(node, attr), b"true") == 0:
+                    desc[<object>slot.field] = True
+            elif slot.kind <= NAME_KEY:
+                keys[<int>slot.kind] = attr
+            elif slot.kind == TYPE:
+                if bits & INPUT:
+                    desc["type"] = _decoded(self.value(node, attr)).strip().lower()
+            elif slot.kind == LABEL:  # the first of the most telling kind
+                if label is NULL or slot.limit < label_rank:
+                    label, label_rank = attr, slot.limit
             attr = attr.next
-        if tag == "input":
+        if bits & INPUT:
             if desc.setdefault("type", "text") == "hidden":
                 return None
-        elif tag == "select":
+        elif bits & SELECT:
             _describe_select(rules, node, desc)
         else:
             text = _element_text(node, rules.text_chars)
             if text:
                 desc["text"] = text
-        if label is not None and "text" not in desc:
-            desc["label"] = " ".join(label.split())[: rules.text_chars]
+        if label is not NULL and "text" not in desc:
+            desc["label"] = " ".join(_decoded(self.value(node, label)).split())[: rules.text_chars]
         if not interactive:
             desc.pop("text", None)  # a container's text is page content, its state is its own
-        self.key = key or el_id or name
+        self.key = None
+        for i in range(3):
+            if keys[i] is not NULL:
+                value = self.value(node, keys[i])
+                if value[0] != 0:
+                    self.key = _decoded(value)
+                    break
         return desc
 
 

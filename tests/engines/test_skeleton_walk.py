@@ -1,0 +1,47 @@
+"""The compiled walk reads attribute values as UTF-8 bytes in place: what it keeps of them is what
+Python's ``strip``, ``split`` and slicing make of the same value as a str."""
+
+from __future__ import annotations
+
+import lxml.html
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from veriloop.engines.skeleton import TEXT_CHARS, skeleton_from_tree
+
+# Whitespace (str.isspace) of every UTF-8 length, characters that share its first bytes but are
+# not whitespace, and plain text.
+_SPACES = "\t\n\r \x85\xa0\u1680\u2000\u2005\u200a\u2028\u2029\u202f\u205f\u3000"
+_NEAR = "\x80\xa1\u1681\u200b\u2030\u2060\u3001"
+_spaces = st.text(alphabet=_SPACES, max_size=8)
+# Padded so that cuts (20 and 40 characters) fall in the text, in its whitespace and past its end.
+value = st.builds(
+    lambda *parts: "".join(parts),
+    _spaces,
+    st.text(alphabet=_SPACES + _NEAR + "ab-/é中😀", max_size=45),
+    _spaces,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(role=value, expanded=value, kept=value, label=value, key=value)
+def test_attribute_values_are_kept_as_python_strips_and_cuts_them(role, expanded, kept, label, key):
+    root = lxml.html.fromstring("<html><body><button></button></body></html>")
+    button = root.find(".//button")
+    for name, text in (("role", role), ("aria-expanded", expanded), ("value", kept)):
+        button.set(name, text)
+    button.set("aria-label", label)
+    button.set("id", key)
+    (got_key, desc), *_ = skeleton_from_tree(root)["elements"].items()
+    for name, text, chars in (("role", role, 40), ("aria-expanded", expanded, 20), ("value", kept, 100)):
+        assert desc.get(name) == (text.strip()[:chars] if text.strip() else None)
+    assert desc["label"] == " ".join(label.split())[:TEXT_CHARS]
+    assert got_key == (key or "button[0]")
+
+
+def test_numbered_keys_are_written_for_names_of_every_width():
+    ids = ["x", "é", "中", "😀"]
+    html = "".join(f'<button id="{key}">{n}</button>' for key in ids for n in range(12))
+    keys = list(skeleton_from_tree(lxml.html.fromstring(html + "<a href=x>q</a>" * 11))["elements"])
+    assert keys == [*(f"{key}[{n}]" if n > 1 else key for key in ids for n in range(1, 13)),
+                    *(f"a[{n}]" for n in range(11))]  # fmt: skip
