@@ -255,7 +255,8 @@ _KEEP_CHARS = {
 _BY_NUMBER = etree.XPath(f"/descendant::*[@{ELEMENT_ID_ATTR}=$value]")
 _BY_ID = etree.XPath("/descendant::*[@id=$value]")
 _HIDING_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
-_NO_DIGITS = str.maketrans("", "", "0123456789")
+_DIGITS = b"0123456789"
+_NO_DIGITS = str.maketrans("", "", _DIGITS.decode())
 
 
 def digits_masked(text: str) -> str:
@@ -663,7 +664,6 @@ def _without_fields(desc: dict, ignored: frozenset[str]) -> dict:
 
 
 _MARKED = f'"{BACKGROUND_FIELD}":'.encode()
-_DIGITS = b"0123456789"
 
 
 def page_identity(skeleton: dict) -> bytes:
