@@ -7,7 +7,9 @@ import lxml.html
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from veriloop.engines.skeleton import TEXT_CHARS, skeleton_from_tree
+from xxhash import xxh3_64_intdigest
+
+from veriloop.engines.skeleton import BLOCK_CHARS, TEXT_CHARS, skeleton_from_tree
 
 # Whitespace (str.isspace) of every UTF-8 length, characters that share its first bytes but are
 # not whitespace, and plain text.
@@ -45,3 +47,26 @@ def test_numbered_keys_are_written_for_names_of_every_width():
     keys = list(skeleton_from_tree(lxml.html.fromstring(html + "<a href=x>q</a>" * 11))["elements"])
     assert keys == [*(f"{key}[{n}]" if n > 1 else key for key in ids for n in range(1, 13)),
                     *(f"a[{n}]" for n in range(11))]  # fmt: skip
+
+
+def _block(text: str) -> str:
+    """A page text block as the walk keeps it, by its definition in Python."""
+    squashed = " ".join(text.split())
+    if len(squashed) <= BLOCK_CHARS:
+        return squashed
+    digest = xxh3_64_intdigest(squashed.encode().translate(None, b"0123456789"))
+    letters = "".join(chr(0x67 + ((digest >> (4 * n)) & 0xF)) for n in range(10))
+    return f"{squashed[:BLOCK_CHARS]}…#{letters}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(["", "lead " * 19]),  # none, or close to the cut
+    st.lists(st.text(alphabet=_SPACES + _NEAR + "ab-/é中😀0189", max_size=90), min_size=1, max_size=4),
+)
+def test_page_text_is_squashed_and_cut_as_python_splits_and_slices_it(lead, parts):
+    # Parts in inline elements join one block; a long one is cut and digested without its digits.
+    html = f"<p>{lead}" + "<b>x</b>".join(f"<span>{part}</span>" for part in parts) + "</p>"
+    texts = skeleton_from_tree(lxml.html.fromstring(f"<html><body>{html}</body></html>"))
+    block = _block(lead + " x ".join(parts))
+    assert texts["content"]["texts"] == ([block] if block else [])
