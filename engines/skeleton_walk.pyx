@@ -291,6 +291,7 @@ cdef int _add(Text* text, const unsigned char* c, Py_ssize_t n) except -1:
             raise MemoryError()
         text.data, text.capacity = grown, 2 * need
     cdef const unsigned char* end = c + n
+    cdef const unsigned char* run
     cdef unsigned char* o = text.data + text.size
     cdef bint space = text.space
     while c < end:
@@ -304,13 +305,19 @@ cdef int _add(Text* text, const unsigned char* c, Py_ssize_t n) except -1:
             o[0] = 0x20
             o += 1
         space = False
-        o[0] = c[0]  # a word's first byte (a lead byte the table stops at, when not a space)
-        o += 1
+        # A run of words with one ASCII space between each two (as it is written, a space is due
+        # there anyway), copied at once; its first byte may be a lead byte the table stops at.
+        run = c
         c += 1
-        while c < end and _WORD[c[0]]:  # the rest of the word: one table look a byte
-            o[0] = c[0]
-            o += 1
-            c += 1
+        while c < end:
+            if _WORD[c[0]]:
+                c += 1
+            elif c[0] == 0x20 and c + 1 < end and _WORD[c[1]]:
+                c += 2
+            else:
+                break
+        memcpy(o, run, c - run)
+        o += c - run
     text.size = o - text.data
     text.space = space
     return 0
