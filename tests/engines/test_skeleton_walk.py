@@ -6,7 +6,6 @@ from __future__ import annotations
 import lxml.html
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from xxhash import xxh3_64_intdigest
 
 from veriloop.engines.skeleton import BLOCK_CHARS, TEXT_CHARS, skeleton_from_tree
@@ -35,7 +34,11 @@ def test_attribute_values_are_kept_as_python_strips_and_cuts_them(role, expanded
     button.set("aria-label", label)
     button.set("id", key)
     (got_key, desc), *_ = skeleton_from_tree(root)["elements"].items()
-    for name, text, chars in (("role", role, 40), ("aria-expanded", expanded, 20), ("value", kept, 100)):
+    for name, text, chars in (
+        ("role", role, 40),
+        ("aria-expanded", expanded, 20),
+        ("value", kept, 100),
+    ):
         assert desc.get(name) == (text.strip()[:chars] if text.strip() else None)
     assert desc["label"] == " ".join(label.split())[:TEXT_CHARS]
     assert got_key == (key or "button[0]")
@@ -62,7 +65,9 @@ def _block(text: str) -> str:
 @settings(max_examples=300, deadline=None)
 @given(
     st.sampled_from(["", "lead " * 19]),  # none, or close to the cut
-    st.lists(st.text(alphabet=_SPACES + _NEAR + "ab-/é中😀0189", max_size=90), min_size=1, max_size=4),
+    st.lists(
+        st.text(alphabet=_SPACES + _NEAR + "ab-/é中😀0189", max_size=90), min_size=1, max_size=4
+    ),
 )
 def test_page_text_is_squashed_and_cut_as_python_splits_and_slices_it(lead, parts):
     # Parts in inline elements join one block; a long one is cut and digested without its digits.
