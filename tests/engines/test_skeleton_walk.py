@@ -4,6 +4,7 @@ Python's ``strip``, ``split`` and slicing make of the same value as a str."""
 from __future__ import annotations
 
 import lxml.html
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from xxhash import xxh3_64_intdigest
@@ -75,3 +76,13 @@ def test_page_text_is_squashed_and_cut_as_python_splits_and_slices_it(lead, part
     texts = skeleton_from_tree(lxml.html.fromstring(f"<html><body>{html}</body></html>"))
     block = _block(lead + " x ".join(parts))
     assert texts["content"]["texts"] == ([block] if block else [])
+
+
+@pytest.mark.parametrize("words", [1024, 1025, 3000])  # 4,096 and 4,100 bytes, then far past
+def test_a_block_longer_than_the_digests_stack_buffer_is_digested_whole(words):
+    text = " ".join(f"é{n % 10}" for n in range(words))[:-1] + "\u3000z"
+    html = f"<html><body><p>{text}</p></body></html>"
+    changed = html.replace("z</p>", "y</p>")  # past the cut and the 4,096 bytes on the stack
+    (block,) = skeleton_from_tree(lxml.html.fromstring(html))["content"]["texts"]
+    assert block == _block(text)
+    assert skeleton_from_tree(lxml.html.fromstring(changed))["content"]["texts"] != [block]
