@@ -274,10 +274,12 @@ cdef struct Text:
 
 
 cdef unsigned char _WORD[256]
+cdef unsigned char _lone[2]
 for _c in range(256):
-    # A byte that goes on a word as it is: not ASCII whitespace, nor the lead byte of a Unicode
-    # space (U+0085/U+00A0, U+1680, U+2000-U+205F, U+3000), which ``_unicode_space`` reads.
-    _WORD[_c] = not (_c == 0x20 or 0x09 <= _c <= 0x0D or 0x1C <= _c <= 0x1F or _c in b"\xc2\xe1\xe2\xe3")
+    # A byte that goes on a word as it is: not whitespace alone (``_unicode_space``'s), nor the
+    # lead byte of a Unicode space, which ``_unicode_space`` reads with the bytes after it.
+    _lone[0], _lone[1] = _c, 0
+    _WORD[_c] = not (_unicode_space(_lone) or _c in b"\xc2\xe1\xe2\xe3")
 
 
 cdef int _add(Text* text, const unsigned char* c, Py_ssize_t n) except -1:
