@@ -27,10 +27,10 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
-from veriloop.engines.plan.checks import run_checks, take_baseline
 from veriloop.engines.plan.fixloop import attempt_report, build_corrective_prompt
+from veriloop.engines.plan.judge.checks import run_checks, take_baseline
+from veriloop.engines.plan.judge.testrun import discover_test_command
 from veriloop.engines.plan.planning import render_task
-from veriloop.engines.plan.testrun import discover_test_command
 from veriloop.engines.plan.tools import openai_tool_schema
 from veriloop.engines.plan.workspace import Workspace, workspace_tools
 from veriloop.prompts.plan_executor import MARK_STEP_TOOL, executor_system_prompt, step_message

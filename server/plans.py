@@ -35,9 +35,9 @@ from pydantic.alias_generators import to_camel
 from sse_starlette import EventSourceResponse
 
 from veriloop.context import PlanContext
-from veriloop.engines.plan.checks import truncate_middle
+from veriloop.engines.plan.confinement.sandbox import bwrap_problem
+from veriloop.engines.plan.judge.checks import truncate_middle
 from veriloop.engines.plan.manifest import ManifestError, ManifestLimits, load_manifest
-from veriloop.engines.plan.sandbox import bwrap_problem
 from veriloop.llm.base import LLMUnavailable
 from veriloop.plans import NoPendingReviewError, PlanRunner, UnknownRunError, check_manifest
 from veriloop.schemas.api import (

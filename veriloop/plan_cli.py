@@ -583,8 +583,8 @@ def run_command(
 ) -> None:
     """Run a manifest (or a plan written from --goal); exit 0 only when every step's checks passed."""
     from veriloop.context import cli_settings
+    from veriloop.engines.plan.confinement.sandbox import bwrap_problem
     from veriloop.engines.plan.manifest import ManifestError, ManifestLimits, load_manifest
-    from veriloop.engines.plan.sandbox import bwrap_problem
     from veriloop.llm import LLMUnavailable
     from veriloop.nodes.plan.support import tool_registry
 

@@ -36,7 +36,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 
 from veriloop.engines.critic import parse_critic_response
-from veriloop.engines.plan.executed import unresolvable
+from veriloop.engines.plan.judge.executed import unresolvable
 from veriloop.engines.plan.manifest import (
     DEFAULT_MAX_DEPTH,
     _lenient_levels,

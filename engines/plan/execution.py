@@ -16,8 +16,8 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
+from veriloop.engines.plan.confinement.sandbox import DEFAULT_CONFINEMENT, Confinement, problem
 from veriloop.engines.plan.executors import run_llm_step, run_python_step, run_shell_step
-from veriloop.engines.plan.sandbox import DEFAULT_CONFINEMENT, Confinement, problem
 from veriloop.llm.base import AsyncStructuredLLM
 from veriloop.schemas.manifest import AgentSpec, ManifestStep
 from veriloop.schemas.plan_run import ExecutionResult

@@ -23,8 +23,12 @@ from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 
-from veriloop.engines.plan.sandbox import DEFAULT_CONFINEMENT, Confinement, ProcessRefused
-from veriloop.engines.plan.testrun import run_command
+from veriloop.engines.plan.confinement.process import run_command
+from veriloop.engines.plan.confinement.sandbox import (
+    DEFAULT_CONFINEMENT,
+    Confinement,
+    ProcessRefused,
+)
 from veriloop.engines.plan.tools import as_langchain_tool, openai_tool_schema
 from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError, Message, ToolCall, ToolTurn
 from veriloop.prompts.plan_executor import (

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
-from veriloop.engines.plan.checks import (
+from veriloop.engines.plan.judge.checks import (
     checks_passed,
     output_text,
     reports_failure,

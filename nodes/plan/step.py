@@ -11,7 +11,12 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from veriloop.context import PlanContext
-from veriloop.engines.plan.checks import run_checks, take_baseline
+from veriloop.engines.plan.confinement.sandbox import (
+    Confinement,
+    step_confinement,
+    stricter,
+    will_sandbox,
+)
 from veriloop.engines.plan.execution import commands_needing_approval, execute_step
 from veriloop.engines.plan.fixloop import (
     attempt_report,
@@ -20,14 +25,9 @@ from veriloop.engines.plan.fixloop import (
     step_duration,
     step_status,
 )
+from veriloop.engines.plan.judge.checks import run_checks, take_baseline
+from veriloop.engines.plan.judge.testrun import discover_test_command
 from veriloop.engines.plan.planning import render_task
-from veriloop.engines.plan.sandbox import (
-    Confinement,
-    step_confinement,
-    stricter,
-    will_sandbox,
-)
-from veriloop.engines.plan.testrun import discover_test_command
 from veriloop.graph.plan_state import StepState
 from veriloop.llm import get_llm
 from veriloop.nodes.plan.support import (

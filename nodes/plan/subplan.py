@@ -10,7 +10,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from veriloop.context import PlanContext
-from veriloop.engines.plan.sandbox import stricter
+from veriloop.engines.plan.confinement.sandbox import stricter
 from veriloop.graph.plan_io import state_to_report
 from veriloop.graph.plan_state import StepState
 from veriloop.nodes.plan.support import emit, plan_context, step_of

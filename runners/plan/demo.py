@@ -39,9 +39,9 @@ from typing import Any
 from langgraph.checkpoint.memory import InMemorySaver
 
 from veriloop.context import PlanContext
+from veriloop.engines.plan.confinement.sandbox import Confinement
+from veriloop.engines.plan.confinement.sandbox import launch as sandbox_launch
 from veriloop.engines.plan.manifest import downstream_of, load_manifest
-from veriloop.engines.plan.sandbox import Confinement
-from veriloop.engines.plan.sandbox import launch as sandbox_launch
 from veriloop.llm.endpoint import SCRIPTED_MODEL, describe_model, model_configured
 from veriloop.llm.scripted import ANY_PURPOSE, ScriptedModelServer, ScriptedRequest, ToolCalls
 from veriloop.plans import PlanRunner

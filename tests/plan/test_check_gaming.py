@@ -11,13 +11,19 @@ from typing import Any
 
 import pytest
 
-from veriloop.engines.plan import snapshot
-from veriloop.engines.plan.checks import run_checks, take_baseline
 from veriloop.engines.plan.critic import static_review
-from veriloop.engines.plan.executed import executed_files, unresolvable
-from veriloop.engines.plan.snapshot import KEEP_S, SnapshotMissing, prune, read_blob, take_snapshot
-from veriloop.engines.plan.tamper import scan_file
-from veriloop.engines.plan.testrun import discover_test_command, run_tests
+from veriloop.engines.plan.judge import snapshot
+from veriloop.engines.plan.judge.checks import run_checks, take_baseline
+from veriloop.engines.plan.judge.executed import executed_files, unresolvable
+from veriloop.engines.plan.judge.snapshot import (
+    KEEP_S,
+    SnapshotMissing,
+    prune,
+    read_blob,
+    take_snapshot,
+)
+from veriloop.engines.plan.judge.tamper import scan_file
+from veriloop.engines.plan.judge.testrun import discover_test_command, run_tests
 from veriloop.llm.base import Structured
 from veriloop.schemas.manifest import Manifest, ManifestStep
 from veriloop.schemas.plan_outputs import StepReviewVerdict

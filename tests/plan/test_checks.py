@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from veriloop.context import Context
-from veriloop.engines.plan import checks as checks_module
-from veriloop.engines.plan.checks import checks_passed, run_checks, take_baseline
-from veriloop.engines.plan.snapshot import read_blob
-from veriloop.engines.plan.testrun import discover_test_command
+from veriloop.engines.plan.judge import checks as checks_module
+from veriloop.engines.plan.judge.checks import checks_passed, run_checks, take_baseline
+from veriloop.engines.plan.judge.snapshot import read_blob
+from veriloop.engines.plan.judge.testrun import discover_test_command
 from veriloop.llm.base import LLMOutputError, LLMUnavailable, Structured
 from veriloop.llm.openai_client import OpenAIStructuredLLM
 from veriloop.prompts.page_data import STEP_OUTPUT

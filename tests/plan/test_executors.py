@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from langchain_core.tools import BaseTool, tool
 
+from veriloop.engines.plan.confinement.sandbox import Confinement
 from veriloop.engines.plan.executors import (
     MESSAGE_RESULT_CHARS,
     RECORD_RESULT_CHARS,
@@ -22,7 +23,6 @@ from veriloop.engines.plan.executors import (
     run_python_step,
     run_shell_step,
 )
-from veriloop.engines.plan.sandbox import Confinement
 from veriloop.engines.plan.tools import as_langchain_tool, load_tools, openai_tool_schema
 from veriloop.engines.plan.workspace import Workspace, workspace_tools
 from veriloop.llm import LLMUnavailable, get_llm

@@ -15,10 +15,16 @@ from pathlib import Path
 import pytest
 
 from veriloop.context import PlanContext
+from veriloop.engines.plan.confinement.process import run_command
+from veriloop.engines.plan.confinement.sandbox import (
+    Confinement,
+    ProcessRefused,
+    bwrap_problem,
+    step_env,
+)
 from veriloop.engines.plan.execution import execute_step
 from veriloop.engines.plan.executors import run_shell_step
-from veriloop.engines.plan.sandbox import Confinement, ProcessRefused, bwrap_problem, step_env
-from veriloop.engines.plan.testrun import run_command, run_tests
+from veriloop.engines.plan.judge.testrun import run_tests
 from veriloop.plans import PlanRunner, run_workspace
 from veriloop.schemas.manifest import CheckSpec, ManifestStep
 

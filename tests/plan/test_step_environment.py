@@ -10,8 +10,8 @@ import yaml
 from typer.testing import CliRunner
 
 from veriloop.cli import app
+from veriloop.engines.plan.confinement.sandbox import stricter
 from veriloop.engines.plan.manifest import ManifestError, apply_repair, load_manifest
-from veriloop.engines.plan.sandbox import stricter
 from veriloop.schemas.plan_outputs import RepairDraft, StepDraft
 from veriloop.schemas.plan_run import PlanRunReport
 

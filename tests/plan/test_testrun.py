@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from veriloop.engines.plan.testrun import (
-    OUTPUT_TAIL_CHARS,
+from veriloop.engines.plan.confinement.process import OUTPUT_TAIL_CHARS, run_command
+from veriloop.engines.plan.judge.testrun import (
     discover_test_command,
     format_failures,
     is_pytest_command,
-    run_command,
     run_tests,
     uses_make,
 )

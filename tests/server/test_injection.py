@@ -18,7 +18,7 @@ import pytest
 from service_testkit import goal
 
 from veriloop.context import Context
-from veriloop.engines.plan.checks import run_checks
+from veriloop.engines.plan.judge.checks import run_checks
 from veriloop.llm import get_llm
 from veriloop.prompts.page_data import PAGE_DATA, STEP_OUTPUT, fence_begin, fence_end, normalise
 from veriloop.schemas.manifest import ManifestStep

@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from veriloop.engines.plan.testrun import workspace_files
+from veriloop.engines.plan.judge.testrun import workspace_files
 
 STORE = Path(tempfile.gettempdir()) / "veriloop-snapshots"
 """Where blobs live: outside every workspace (a sandboxed step has a private /tmp)."""

@@ -37,9 +37,9 @@ review               an LLM review of the output passes with confidence >= 0.70 
 None only when a test command is declared or found.
 
 The pre-step state is :func:`take_baseline`'s: the workspace's tree, whose pre-step copies sit in
-the snapshot store (:mod:`~veriloop.engines.plan.snapshot`) out of the step's reach, and the
+the snapshot store (:mod:`~veriloop.engines.plan.judge.snapshot`) out of the step's reach, and the
 fingerprints of test files and of what each command check executes
-(:mod:`~veriloop.engines.plan.executed`). The step's check definitions are graph state the step
+(:mod:`~veriloop.engines.plan.judge.executed`). The step's check definitions are graph state the step
 cannot reach, so nothing fingerprints them.
 
 A check that cannot run (a predicate error, an invalid schema, a command that cannot start, an
@@ -70,10 +70,10 @@ from typing import Any
 
 import jsonschema
 
-from veriloop.engines.plan.executed import executed_files
-from veriloop.engines.plan.predicates import compile_predicate
-from veriloop.engines.plan.sandbox import DEFAULT_CONFINEMENT, Confinement
-from veriloop.engines.plan.snapshot import (
+from veriloop.engines.plan.confinement.process import run_command
+from veriloop.engines.plan.confinement.sandbox import DEFAULT_CONFINEMENT, Confinement
+from veriloop.engines.plan.judge.executed import executed_files
+from veriloop.engines.plan.judge.snapshot import (
     SnapshotMissing,
     changed_files,
     current_tree,
@@ -82,16 +82,16 @@ from veriloop.engines.plan.snapshot import (
     sha256_file,
     take_snapshot,
 )
-from veriloop.engines.plan.tamper import TamperFinding, describe, scan_changes
-from veriloop.engines.plan.testrun import (
+from veriloop.engines.plan.judge.tamper import TamperFinding, describe, scan_changes
+from veriloop.engines.plan.judge.testrun import (
     TestRun,
     discover_test_command,
     format_failures,
     is_pytest_command,
-    run_command,
     run_tests,
     workspace_files,
 )
+from veriloop.engines.plan.predicates import compile_predicate
 from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError, LLMUnavailable
 from veriloop.prompts.plan_checks import review_messages
 from veriloop.schemas.manifest import ManifestStep
@@ -885,7 +885,7 @@ def _fingerprint_files(
 
 def _check_files(step: ManifestStep, workspace: Path, command: str | None) -> dict[str, str]:
     """Files that define checks rather than tests: whatever the command checks execute (however
-    spelled: see :mod:`~veriloop.engines.plan.executed`), and what a test command other than
+    spelled: see :mod:`~veriloop.engines.plan.judge.executed`), and what a test command other than
     pytest runs (a Makefile, its includes, the scripts of its recipes) apart from test files.
     Not even a ``writes_tests`` step may change them."""
     if not workspace.is_dir():

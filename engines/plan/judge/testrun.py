@@ -21,7 +21,7 @@ other command (``make test-x``) is judged by its exit code; it also gets the JUn
 says whether counts came from XML).
 
 When veriloop's own pytest runs (the bare ``pytest``/``python -m pytest`` forms), it also loads
-:mod:`~veriloop.engines.plan.pytest_reporter`, which sends every test's outcome through a FIFO as
+:mod:`~veriloop.engines.plan.judge.pytest_reporter`, which sends every test's outcome through a FIFO as
 it happens. Those outcomes are the counts; they are cross-checked with the JUnit XML, pytest's
 summary line and the exit status, and every disagreement is listed in ``TestRun.tampered`` (the
 integrity check fails the step on it as "test report tampered").
@@ -37,19 +37,16 @@ import re
 import secrets
 import shlex
 import shutil
-import signal
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from veriloop.engines.plan.sandbox import DEFAULT_CONFINEMENT, Confinement, launch
+from veriloop.engines.plan.confinement.process import run_command
+from veriloop.engines.plan.confinement.sandbox import DEFAULT_CONFINEMENT, Confinement
 
-OUTPUT_TAIL_CHARS = 20_000
-"""How much of a command's combined stdout/stderr is kept (its end, where the summary is)."""
 FAILURE_MESSAGE_CHARS = 600
 """How much of one failure's message and traceback is kept."""
 MAX_FAILURES = 50
@@ -71,7 +68,7 @@ _REAL_PYTEST = (
     "import os, sys, pytest; sys.path.insert(0, os.getcwd()); sys.exit(pytest.console_main())"
 )
 _REPORTING_PYTEST = (
-    "import os, sys, pytest; from veriloop.engines.plan.pytest_reporter import Reporter; "
+    "import os, sys, pytest; from veriloop.engines.plan.judge.pytest_reporter import Reporter; "
     "reporter = Reporter.attach({fd}); sys.path.insert(0, os.getcwd()); "
     "sys.exit(int(pytest.main(plugins=[reporter])))"
 )
@@ -117,19 +114,6 @@ class TestRun:
         if not self.structured:
             return True
         return bool(self.collected) and not self.failed and not self.errors
-
-
-@dataclass
-class CommandRun:
-    """A shell command's exit status and the tail of its output."""
-
-    exit_code: int | None
-    timed_out: bool
-    output: str
-    stderr: str = ""
-    """The tail of standard error when it was kept apart (otherwise it is in ``output``)."""
-    sandboxed: bool = False
-    """The command ran in bubblewrap."""
 
 
 def discover_test_command(step_id: str, workspace: Path) -> str | None:
@@ -183,71 +167,6 @@ def uses_make(command: str | None) -> bool:
     except ValueError:
         return False
     return bool(tokens) and Path(tokens[0]).name in {"make", "gmake"}
-
-
-async def run_command(
-    command: str,
-    workspace: Path,
-    *,
-    timeout_s: float,
-    env: dict[str, str] | None = None,
-    tail_chars: int = OUTPUT_TAIL_CHARS,
-    split_stderr: bool = False,
-    confinement: Confinement = DEFAULT_CONFINEMENT,
-    writable: Sequence[Path] = (),
-) -> CommandRun:
-    """Run ``command`` through the shell in ``workspace``, in its own process group; kill the group
-    after ``timeout_s`` (exit_code None, timed_out True), when cancelled, and once the command has
-    ended (its stray children go with it). Output goes to temporary files, so a child that keeps
-    the output open cannot hold the run, and only the tails are read back. Raises OSError when
-    the command cannot start (e.g. a missing workspace).
-
-    The process never sees this process's environment: it gets the scrubbed one of
-    :mod:`~veriloop.engines.plan.sandbox` plus ``env`` (veriloop's own plumbing), and runs in
-    bubblewrap as ``confinement`` says, with ``writable`` folders besides the workspace. A command
-    that must not start (``confinement`` forbids processes, or requires a sandbox that cannot
-    start) raises ProcessRefused and runs nothing."""
-    # Finding bwrap (and probing it once), temporary files and reading them back are blocking
-    # calls: keep them off the event loop.
-    how = await asyncio.to_thread(
-        launch, Path(workspace), confinement, extra_env=env, writable=writable
-    )
-    sink, errors = await asyncio.to_thread(
-        lambda: (tempfile.TemporaryFile(), tempfile.TemporaryFile())
-    )
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *how.argv,
-            "-c",
-            command,
-            cwd=str(workspace),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=sink,
-            stderr=errors if split_stderr else asyncio.subprocess.STDOUT,
-            start_new_session=True,
-            env=how.env,
-        )
-        timed_out = False
-        try:
-            try:
-                await asyncio.wait_for(proc.wait(), timeout=timeout_s)
-            except TimeoutError:
-                timed_out = True
-                _kill_group(proc.pid)
-                await proc.wait()
-        finally:
-            _kill_group(proc.pid)
-        output, stderr = await asyncio.to_thread(
-            lambda: (_tail(sink, tail_chars), _tail(errors, tail_chars) if split_stderr else "")
-        )
-    finally:
-        sink.close()
-        errors.close()
-    if timed_out:
-        output += f"\n[killed after {timeout_s:g} s]"
-    return CommandRun(
-        None if timed_out else proc.returncode, timed_out, output, stderr, sandboxed=how.sandboxed
-    )
 
 
 async def run_tests(
@@ -562,26 +481,6 @@ def _has_make_target(makefile: Path, target: str) -> bool:
     return pattern.search(text) is not None
 
 
-def _tail(sink: Any, limit: int) -> str:
-    """The last ``limit`` characters written to ``sink``, saying how much came before them."""
-    size = sink.seek(0, os.SEEK_END)
-    start = max(0, size - 4 * limit)  # bytes, with room for multi-byte characters
-    sink.seek(start)
-    text = sink.read().decode("utf-8", errors="replace")
-    dropped = start
-    if len(text) > limit:
-        dropped += len(text[:-limit].encode())
-        text = text[-limit:]
-    if dropped:
-        return f"[... {dropped} bytes of earlier output omitted ...]\n{text}"
-    return text
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
 def _read_junit_if_written(path: Path, run: TestRun) -> None:
     if path.is_file():
         _read_junit(path, run)
@@ -637,12 +536,10 @@ def _message(problem: Any) -> str:
 
 
 __all__ = [
-    "CommandRun",
     "TestRun",
     "discover_test_command",
     "format_failures",
     "is_pytest_command",
-    "run_command",
     "run_tests",
     "uses_make",
     "workspace_files",

@@ -1,7 +1,7 @@
 """How a step's processes start: a scrubbed environment, and bubblewrap where it works.
 
 Every process a plan run starts (shell steps, command checks, test runs) goes through
-:func:`veriloop.engines.plan.testrun.run_command`, which asks :func:`launch` how to start it.
+:func:`veriloop.engines.plan.confinement.process.run_command`, which asks :func:`launch` how to start it.
 
 - **Environment.** Never the runner's: only ``PATH``, ``LANG``/``LANGUAGE``/``LC_*``, ``TZ`` and
   ``TERM`` from it, ``HOME`` set to the workspace, ``TMPDIR`` (``/tmp`` inside the sandbox), the
@@ -164,9 +164,12 @@ def launch(
     *,
     extra_env: Mapping[str, str] | None = None,
     writable: Sequence[Path] = (),
+    readonly: Sequence[Path] = (),
 ) -> Launch:
     """How to start a shell command for this step: ``[*argv, "-c", command]`` with ``env``;
-    ProcessRefused when it must not start (never unsandboxed under ``required``)."""
+    ProcessRefused when it must not start (never unsandboxed under ``required``). ``writable``
+    folders are bound read-write besides the workspace, then ``readonly`` paths read-only (so a
+    path inside the workspace, or the workspace itself, can be made read-only)."""
     refused = problem(confinement)
     if refused:
         raise ProcessRefused(refused)
@@ -177,6 +180,8 @@ def launch(
     binds: list[str] = []
     for path in writable:
         binds += ["--bind", str(path), str(path)]
+    for path in readonly:
+        binds += ["--ro-bind", str(path), str(path)]
     argv = (
         shutil.which("bwrap") or "bwrap",
         *_isolation(workspace, network=confinement.network, hide=confinement.hide),

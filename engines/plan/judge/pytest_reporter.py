@@ -1,6 +1,6 @@
 """A pytest plugin that sends each test's outcome out of the test process as it happens.
 
-:func:`~veriloop.engines.plan.testrun.run_tests` starts pytest through a bootstrap that imports this
+:func:`~veriloop.engines.plan.judge.testrun.run_tests` starts pytest through a bootstrap that imports this
 module before the workspace is on ``sys.path`` and registers :class:`Reporter` as a plugin object
 (``pytest.main(plugins=[...])``: no ``-p`` option, no environment variable). The shell opens the
 write end of a FIFO on a descriptor for the process; :meth:`Reporter.attach` moves it to a new,

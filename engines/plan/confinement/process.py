@@ -1,0 +1,131 @@
+"""Starting one process of a step: the shell command, its process group, its output's tails.
+
+Every process a plan run starts (shell steps, command checks, test runs) goes through
+:func:`run_command`, which asks :func:`~veriloop.engines.plan.confinement.sandbox.launch` how to
+start it (user, capabilities, seccomp, paths, limits) and kills its whole tree when it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from veriloop.engines.plan.confinement.sandbox import DEFAULT_CONFINEMENT, Confinement, launch
+
+OUTPUT_TAIL_CHARS = 20_000
+"""How much of a command's combined stdout/stderr is kept (its end, where the summary is)."""
+
+
+@dataclass
+class CommandRun:
+    """A shell command's exit status and the tail of its output."""
+
+    exit_code: int | None
+    timed_out: bool
+    output: str
+    stderr: str = ""
+    """The tail of standard error when it was kept apart (otherwise it is in ``output``)."""
+    sandboxed: bool = False
+    """The command ran in bubblewrap."""
+
+
+async def run_command(
+    command: str,
+    workspace: Path,
+    *,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+    tail_chars: int = OUTPUT_TAIL_CHARS,
+    split_stderr: bool = False,
+    confinement: Confinement = DEFAULT_CONFINEMENT,
+    writable: Sequence[Path] = (),
+    readonly: Sequence[Path] = (),
+) -> CommandRun:
+    """Run ``command`` through the shell in ``workspace``, in its own process group; kill the group
+    after ``timeout_s`` (exit_code None, timed_out True), when cancelled, and once the command has
+    ended (its stray children go with it). Output goes to temporary files, so a child that keeps
+    the output open cannot hold the run, and only the tails are read back. Raises OSError when
+    the command cannot start (e.g. a missing workspace).
+
+    The process never sees this process's environment: it gets the scrubbed one of
+    :mod:`~veriloop.engines.plan.confinement.sandbox` plus ``env`` (veriloop's own plumbing), and runs in
+    bubblewrap as ``confinement`` says, with ``writable`` folders besides the workspace and
+    ``readonly`` paths bound read-only over both (see :func:`launch`). A command
+    that must not start (``confinement`` forbids processes, or requires a sandbox that cannot
+    start) raises ProcessRefused and runs nothing."""
+    # Finding bwrap (and probing it once), temporary files and reading them back are blocking
+    # calls: keep them off the event loop.
+    how = await asyncio.to_thread(
+        launch,
+        Path(workspace),
+        confinement,
+        extra_env=env,
+        writable=writable,
+        readonly=readonly,
+    )
+    sink, errors = await asyncio.to_thread(
+        lambda: (tempfile.TemporaryFile(), tempfile.TemporaryFile())
+    )
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *how.argv,
+            "-c",
+            command,
+            cwd=str(workspace),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=sink,
+            stderr=errors if split_stderr else asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            env=how.env,
+        )
+        timed_out = False
+        try:
+            try:
+                await asyncio.wait_for(proc.wait(), timeout=timeout_s)
+            except TimeoutError:
+                timed_out = True
+                _kill_group(proc.pid)
+                await proc.wait()
+        finally:
+            _kill_group(proc.pid)
+        output, stderr = await asyncio.to_thread(
+            lambda: (_tail(sink, tail_chars), _tail(errors, tail_chars) if split_stderr else "")
+        )
+    finally:
+        sink.close()
+        errors.close()
+    if timed_out:
+        output += f"\n[killed after {timeout_s:g} s]"
+    return CommandRun(
+        None if timed_out else proc.returncode, timed_out, output, stderr, sandboxed=how.sandboxed
+    )
+
+
+def _tail(sink: Any, limit: int) -> str:
+    """The last ``limit`` characters written to ``sink``, saying how much came before them."""
+    size = sink.seek(0, os.SEEK_END)
+    start = max(0, size - 4 * limit)  # bytes, with room for multi-byte characters
+    sink.seek(start)
+    text = sink.read().decode("utf-8", errors="replace")
+    dropped = start
+    if len(text) > limit:
+        dropped += len(text[:-limit].encode())
+        text = text[-limit:]
+    if dropped:
+        return f"[... {dropped} bytes of earlier output omitted ...]\n{text}"
+    return text
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+__all__ = ["OUTPUT_TAIL_CHARS", "CommandRun", "run_command"]
