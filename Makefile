@@ -12,8 +12,7 @@ test:
 	scripts/test.sh
 
 lint: setup-dev
-	.venv/bin/ruff check .
-	.venv/bin/ruff format --check .
+	scripts/lint.sh
 
 format: setup-dev
 	.venv/bin/ruff format .
