@@ -1,4 +1,4 @@
-.PHONY: setup setup-dev test lint format dev demo notebooks bench
+.PHONY: setup setup-dev test test-fast lint format dev demo notebooks bench
 
 # The runtime dependencies only: enough for `veriloop demo`, `run`, `serve`, `plan`.
 setup:
@@ -10,6 +10,15 @@ setup-dev:
 
 test:
 	scripts/test.sh
+
+# The unit tests of engines, schemas, graph and nodes (tests/engines, tests/graph) in under two
+# minutes: no browser, database, real model or `langgraph dev` server (`make test` runs those).
+FAST_MARKS = not browser and not postgres and not live and not live_local
+FAST_TESTS = tests/engines tests/graph --ignore=tests/graph/test_langgraph_dev.py \
+	--ignore=tests/graph/test_plan_langgraph_dev.py
+test-fast: setup-dev
+	LANGSMITH_TRACING=false .venv/bin/python -m pytest -q -p no:cacheprovider \
+		-n $${VERILOOP_TEST_WORKERS:-2} --dist loadfile -m "$(FAST_MARKS)" $(FAST_TESTS)
 
 lint: setup-dev
 	scripts/lint.sh
