@@ -11,8 +11,8 @@ setup-dev:
 test:
 	scripts/test.sh
 
-# The unit tests of engines, schemas, graph and nodes (tests/engines, tests/graph) in under two
-# minutes: no browser, database, real model or `langgraph dev` server (`make test` runs those).
+# The unit tests of engines, schemas, graph and nodes (tests/engines, tests/graph): no browser,
+# database, real model or `langgraph dev` server (`make test` runs those). About 4 min of CPU.
 FAST_MARKS = not browser and not postgres and not live and not live_local
 FAST_TESTS = tests/engines tests/graph --ignore=tests/graph/test_langgraph_dev.py \
 	--ignore=tests/graph/test_plan_langgraph_dev.py
