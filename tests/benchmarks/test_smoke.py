@@ -34,6 +34,7 @@ BENCHMARKS = [
     ("plan_false_completions", ["--only", "control_good_code", "--out", "{tmp}/out.json"]),
     ("service_overhead", ["--steps-per-task", "2", "--tasks-1c", "1", "--clients", "2"]),
     ("service_concurrency", ["--quick"]),
+    ("critic_scaling", ["--sizes", "20,40", "--repeats", "1"]),
 ]
 
 
