@@ -3,11 +3,12 @@ HTML page, a parent plan step) shows."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from veriloop.schemas.plan_run import PendingReview, PlanRunReport, StepResult
+from veriloop.schemas.plan_run import FINISHED_STATUSES, PendingReview, PlanRunReport, StepResult
 
 
 def state_to_report(
@@ -23,7 +24,9 @@ def state_to_report(
     or after a crash).
     """
     status = values.get("status") or "running"
-    if pending_reviews:
+    if status == "cancelled":  # its pending reviews and in-flight steps ended with it
+        pending_reviews, in_flight = (), None
+    elif pending_reviews:
         status = "awaiting_review"
     order = [s["id"] for s in (values.get("plan") or {}).get("steps", [])]
     results = {**(in_flight or {}), **(values.get("step_results") or {})}
@@ -51,6 +54,30 @@ def state_to_report(
         ended_at=_moment(ended),
         duration_s=round(ended - started, 3) if started and ended else None,
     )
+
+
+def cancelled_update(report: PlanRunReport, reason: str) -> dict[str, Any]:
+    """The state update that ends a run as ``cancelled``: every step of its plan without a finished
+    status (running, testing, awaiting review, never started) is ``cancelled`` with ``reason``,
+    keeping the attempts it made. Steps its lanes finished but had not handed over yet are
+    written as they are (the update ends the lanes)."""
+    steps = [step.id for step in report.manifest.steps] if report.manifest else []
+    results = {
+        step_id: StepResult(step_id=step_id, status="cancelled", diagnosis=reason)
+        for step_id in steps
+        if step_id not in report.steps
+    }
+    for step_id, result in report.steps.items():
+        if result.status not in FINISHED_STATUSES:
+            result = result.model_copy(
+                update={"status": "cancelled", "diagnosis": result.diagnosis or reason}
+            )
+        results[step_id] = result
+    return {
+        **({"step_results": {k: r.model_dump() for k, r in results.items()}} if results else {}),
+        "status": "cancelled",
+        "ended_at": time.time(),
+    }
 
 
 def _moment(epoch_s: float | None) -> datetime | None:

@@ -16,7 +16,8 @@ from veriloop.schemas.text import clean_strings
 from veriloop.schemas.usage import Usage
 from veriloop.schemas.verification import FailureCategory, VerificationResult
 
-TaskStatus = Literal["executing", "completed", "failed"]
+TaskStatus = Literal["executing", "completed", "failed", "cancelled"]
+"""cancelled: a person stopped it (POST /api/tasks/{taskId}/cancel); it takes no more steps."""
 
 
 class CleanInput(WireModel):
@@ -131,7 +132,7 @@ class ErrorBody(WireModel):
 
     detail: str
     task_id: str | None = None
-    status: TaskStatus | None = None
+    status: TaskStatus | RunStatus | None = None
 
 
 # -- plan runs (POST /api/plans ...) ---------------------------------------------------------

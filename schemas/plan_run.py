@@ -23,12 +23,16 @@ PlanStepStatus = Literal[
     "failed",
     "blocked",
     "awaiting_review",
+    "cancelled",
 ]
 """What happened to the step. completed: every applicable check passed. test_failed: its tests
 failed. failed: another check failed, the executor failed, or a person rejected it. blocked: never
-ran (an upstream gate failed, a dependency failed, or the run halted). What the run did about a
+ran (an upstream gate failed, a dependency failed, or the run halted). cancelled: unfinished
+when a person cancelled the run. What the run did about a
 failed step is its ``disposition``, never its status."""
-FINISHED_STATUSES: frozenset[str] = frozenset({"completed", "test_failed", "failed", "blocked"})
+FINISHED_STATUSES: frozenset[str] = frozenset(
+    {"completed", "test_failed", "failed", "blocked", "cancelled"}
+)
 VerificationStatus = Literal["verified", "partial_pass", "execution_failed", "rejected"]
 """The verify-fix loop's outcome (seed 004): all checks passed; the budget was spent with checks
 still failing; the executor itself failed (not a verification failure, no budget spent); a person
@@ -53,9 +57,12 @@ CheckType = Literal[
 report or add a tamper-scan trick (applies only where one of these could happen). human_review: a person's verdict. sub_plan: every step of a nested plan completed."""
 ToolCallStatus = Literal["ok", "error", "pending"]
 Severity = Literal["critical", "warning"]
-RunStatus = Literal["running", "awaiting_review", "completed", "failed", "rejected"]
+RunStatus = Literal["running", "awaiting_review", "completed", "failed", "rejected", "cancelled"]
 """completed: every step completed. failed: anything else once the run stopped. rejected: the
-manifest did not pass the critic (nothing ran)."""
+manifest did not pass the critic (nothing ran). cancelled: a person cancelled it (POST
+/api/plans/{runId}/cancel); its unfinished steps are cancelled too."""
+ENDED_STATUSES: frozenset[str] = frozenset({"completed", "failed", "rejected", "cancelled"})
+"""Run statuses after which nothing more runs."""
 
 
 STEP_OUTPUT_BYTES = 100_000

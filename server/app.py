@@ -35,6 +35,7 @@ from veriloop.schemas.api import (
     TaskSummary,
 )
 from veriloop.schemas.text import parse_json_body
+from veriloop.server.cancel import router as cancel_router
 from veriloop.server.index import TaskIndex
 from veriloop.server.langserve_routes import add_agent_routes
 from veriloop.server.locks import LockLost, TaskBusy
@@ -124,6 +125,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.router.route_class = PageBodyRoute
     _add_routes(app)
     app.include_router(plans_router)
+    app.include_router(cancel_router)
     mount_console(app)  # the web console at /
     _add_error_handlers(app, settings)
     add_agent_routes(app)

@@ -52,7 +52,12 @@ from veriloop.schemas.api import (
     PlanRunSummary,
 )
 from veriloop.schemas.manifest import AgentSpec, Manifest, ManifestStep, PlanShell
-from veriloop.schemas.plan_run import FINISHED_STATUSES, PlanRunReport, ReviewDecision
+from veriloop.schemas.plan_run import (
+    ENDED_STATUSES,
+    FINISHED_STATUSES,
+    PlanRunReport,
+    ReviewDecision,
+)
 from veriloop.schemas.usage import total_usage
 from veriloop.server.index import now
 from veriloop.server.locks import LocalLocks, LockLost, SharedLocks, TaskBusy
@@ -69,7 +74,11 @@ EVENT_HISTORY = 10_000
 EVENT_TEXT_CHARS = 2_000
 """A longer text in an event (a diagnosis, an error) keeps its head and tail."""
 POLL_S = 0.5
-"""How often the event stream reads a run that executes in another process."""
+"""How often the event stream reads a run that executes in another process, and an executing run
+its entry for a cancel."""
+CANCEL_WAIT_S = 30.0
+"""How long a cancel waits for the process executing the run to stop it (it polls every POLL_S)."""
+CANCEL_REASON = "cancelled by a person before this step finished"
 
 Tenant = Annotated[str, Depends(current_tenant)]
 RunId = Annotated[str, Path(description="The plan run's id.", pattern=RUN_ID_PATTERN)]
@@ -122,6 +131,8 @@ class PlanEntry(BaseModel):
     """Why the last execution stopped early; None once an execution ends normally."""
     halt_reason: str = ""
     """Why the run was rejected before its first checkpoint (a manifest past the reading limits)."""
+    cancel_requested: bool = False
+    """Someone asked to cancel the run: the process executing it stops it (see PlanService.cancel)."""
     created_at: str
     updated_at: str
 
@@ -205,6 +216,10 @@ class PlanService:
         self._running: set[str] = set()
         self._events: dict[str, RunEvents] = {}
         self._tasks: set[asyncio.Task] = set()
+        self._executions: dict[str, asyncio.Task] = {}
+        """Thread id -> the task executing the run in this process (what a cancel stops)."""
+        self._cancelling: set[str] = set()
+        """Threads whose execution here is being stopped by a cancel (not by a shutdown)."""
 
     # -- requests -------------------------------------------------------------------------
 
@@ -275,6 +290,10 @@ class PlanService:
         """Continue a run that stopped early (a restart, a crash, a provider outage) (202)."""
         entry = await self._entry(tenant, run_id)
         thread = entry.thread_id
+        if entry.status == "cancelled" or entry.cancel_requested:
+            raise RunConflict(
+                f"plan run {run_id} is cancelled: nothing to resume", status="cancelled"
+            )
         if await self.executing(thread):
             raise RunConflict(f"plan run {run_id} is executing: nothing to resume")
 
@@ -303,6 +322,49 @@ class PlanService:
 
         await self._launch(thread, check, go)
         return PlanRunStarted(run_id=run_id, status="running")
+
+    async def cancel(self, tenant: str, run_id: str) -> PlanRunStarted:
+        """Stop the run wherever it executes (its steps' processes are killed) and record it as
+        ``cancelled`` with its unfinished steps; a run that already ended is a 409 naming its
+        status, one already cancelled answers again as the first cancel did."""
+        entry = await self._entry(tenant, run_id)
+        thread = entry.thread_id
+        if entry.status != "cancelled":
+            status = (await self._report(entry)).status
+            if status in ENDED_STATUSES and status != "cancelled":
+                raise RunConflict(
+                    f"plan run {run_id} is already {status}: nothing to cancel", status=status
+                )
+            await self._save(entry.model_copy(update={"cancel_requested": True}))
+            execution = self._executions.get(thread)
+            if execution is not None:  # executing here: no need to wait for the watcher
+                self._cancelling.add(thread)
+                execution.cancel()
+            await self._settle_cancel(tenant, run_id)
+        return PlanRunStarted(run_id=run_id, status="cancelled")
+
+    async def _settle_cancel(self, tenant: str, run_id: str) -> None:
+        """Wait until no process executes the run, then record its cancel unless the process that
+        executed it already did."""
+        thread = scoped_id(tenant, run_id)
+        deadline = asyncio.get_running_loop().time() + CANCEL_WAIT_S
+        while True:
+            if (await self._entry(tenant, run_id)).status == "cancelled":
+                return
+            if not await self.executing(thread):
+                try:
+                    async with self._exclusive(thread):
+                        if (await self._entry(tenant, run_id)).status != "cancelled":
+                            await self._record_cancel(thread)
+                        return
+                except RunConflict:
+                    pass  # it started executing again (a resume): its watcher stops it
+            if asyncio.get_running_loop().time() > deadline:
+                raise RunConflict(
+                    f"plan run {run_id} did not stop within {CANCEL_WAIT_S:g} s; "
+                    "send the cancel again"
+                )
+            await asyncio.sleep(POLL_S / 5)
 
     async def events(self, tenant: str, run_id: str) -> AsyncIterator[dict[str, Any]]:
         """The run's progress events until it stops or pauses, then ``end`` with its status.
@@ -372,8 +434,14 @@ class PlanService:
                 await check()
                 events = self._events[thread] = RunEvents()
                 ready.set_result(None)
+                execution = self._executions[thread] = asyncio.create_task(run(events.publish))
+                watcher = asyncio.create_task(self._watch_cancel(thread, execution))
                 try:
-                    report = await run(events.publish)
+                    report = await execution
+                except asyncio.CancelledError:
+                    if thread not in self._cancelling or not execution.cancelled():
+                        raise  # a shutdown: the run stays resumable
+                    await self._record_cancel(thread)
                 except ManifestError as exc:  # data the checkpointer could never hold
                     await self._finished(thread, "rejected", None, halt_reason=str(exc))
                 except LLMUnavailable as exc:
@@ -390,6 +458,9 @@ class PlanService:
                 else:
                     await self._finished(thread, report.status, None)
                 finally:
+                    watcher.cancel()
+                    self._executions.pop(thread, None)
+                    self._cancelling.discard(thread)
                     events.close()
                     if self._events.get(thread) is events:
                         del self._events[thread]
@@ -404,6 +475,27 @@ class PlanService:
                 log.warning("plan run %s: its lock's connection died; stopped, resumable", thread)
             else:
                 log.exception("plan run %s: could not record the end of the run", thread)
+
+    async def _watch_cancel(self, thread: str, execution: asyncio.Task) -> None:
+        """Stop ``execution`` once the run's entry asks for a cancel (set by any process)."""
+        while True:
+            await asyncio.sleep(POLL_S)
+            item = await self.store.aget(NAMESPACE, thread)
+            if item is not None and item.value.get("cancel_requested"):
+                self._cancelling.add(thread)
+                execution.cancel()
+                return
+
+    async def _record_cancel(self, thread: str) -> None:
+        """Write the end of a cancelled run (under its lock): the checkpointer's state, its entry."""
+        item = await self.store.aget(NAMESPACE, thread)
+        if item is None:
+            return
+        entry = PlanEntry.model_validate(item.value)
+        if await self._has_thread(thread):
+            await self.runner.acancel(thread, CANCEL_REASON)
+        update = {"status": "cancelled", "error": None, "updated_at": now()}
+        await self._save(entry.model_copy(update=update))
 
     async def _first_run(self, thread: str, on_event: Callable[[dict], None]) -> PlanRunReport:
         item = await self.store.aget(NAMESPACE, thread)
@@ -544,6 +636,7 @@ class PlanService:
             return await self.runner.areport(entry.thread_id)
         except UnknownRunError:  # created, but stopped (or rejected) before its first checkpoint
             status = "rejected" if entry.halt_reason else "running"
+            status = "cancelled" if entry.status == "cancelled" else status
             return PlanRunReport(
                 run_id=entry.run_id, status=status, goal=entry.goal, halt_reason=entry.halt_reason
             )
@@ -779,6 +872,21 @@ async def resume_plan_run(run_id: RunId, tenant: Tenant, request: Request) -> Pl
     """Continue a run that stopped early (server restart, crash, model outage) from its last
     checkpoint: finished steps and attempts are not run again."""
     return await plan_service(request).resume(tenant, run_id)
+
+
+@router.post(
+    "/{run_id}/cancel",
+    response_model=PlanRunStarted,
+    response_model_exclude_none=True,
+    responses={
+        **ERRORS,
+        409: {"model": ErrorBody, "description": "The run already ended (its status is named)."},
+    },
+)
+async def cancel_plan_run(run_id: RunId, tenant: Tenant, request: Request) -> PlanRunStarted:
+    """Cancel the run: its executing steps stop (their processes are killed), and the run and its
+    unfinished steps are recorded `cancelled`. Cancelling a cancelled run answers the same again."""
+    return await plan_service(request).cancel(tenant, run_id)
 
 
 @router.get(

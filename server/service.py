@@ -142,8 +142,9 @@ class TaskService:
             if replay is not None:
                 return replay
             if entry.status != "executing":
+                ended = "was cancelled: start a new task" if entry.status == "cancelled" else ""
                 raise TaskConflict(
-                    f"task {entry.task_id} is already {entry.status}",
+                    f"task {entry.task_id} {ended or 'is already ' + entry.status}",
                     task_id=entry.task_id,
                     status=entry.status,
                 )

@@ -43,7 +43,7 @@ from veriloop.engines.plan.manifest import (
 )
 from veriloop.engines.plan.planning import rejection_critique
 from veriloop.graph.plan import build_plan_graph
-from veriloop.graph.plan_io import state_to_report
+from veriloop.graph.plan_io import cancelled_update, state_to_report
 from veriloop.nodes.plan.support import tool_registry
 from veriloop.schemas.api import ManifestCheck
 from veriloop.schemas.manifest import Manifest
@@ -144,6 +144,15 @@ class PlanRunner:
             await self._stream(Command(resume=answers), run_id, concurrency, on_event)
         elif report.status in ("running", "awaiting_review") and not report.pending_reviews:
             await self._stream(None, run_id, concurrency, on_event)
+        return await self.areport(run_id)
+
+    async def acancel(self, run_id: str, reason: str = "cancelled") -> PlanRunReport:
+        """End a run that is not executing as ``cancelled`` (its unfinished steps too): the update is
+        written as the run's last node, so nothing is left to resume. Stop its execution first."""
+        report = await self.areport(run_id)
+        await self.graph.aupdate_state(
+            _config(run_id), cancelled_update(report, reason), as_node="finalize"
+        )
         return await self.areport(run_id)
 
     async def areport(self, run_id: str) -> PlanRunReport:
