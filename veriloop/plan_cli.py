@@ -4,6 +4,7 @@ veriloop plan run examples/hello_shell.yaml --report out/
 veriloop plan run examples/python_steps.yaml --tools examples/tools.py:TOOLS
 veriloop plan run --goal "Summarise the README in three bullet points"     # the meta-planner writes the plan
 veriloop plan resume RUN_ID --approve-all
+veriloop plan cancel RUN_ID                          # or --server URL for a service's run
 veriloop plan report RUN_ID --out out/
 veriloop plan demo
 
@@ -33,6 +34,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 from rich.console import Console
@@ -253,6 +255,7 @@ _STATUS_COLOUR = {
     "pending": "dim",
     "blocked": "yellow",
     "awaiting_review": "cyan",
+    "cancelled": "yellow",
 }
 
 
@@ -754,6 +757,73 @@ def resume_command(
             f"the model provider is unavailable: {exc}; resume again later", EXIT_FAILED
         ) from None
     raise typer.Exit(code)
+
+
+@plan_app.command("cancel")
+def cancel_command(
+    run_id: Annotated[str, typer.Argument(help="The run to cancel.")],
+    db: Db = DEFAULT_DB,
+    server: Annotated[
+        str | None,
+        typer.Option("--server", help="Cancel a run of this veriloop service (base URL)."),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", envvar="VERILOOP_API_KEY", help="API key for --server."),
+    ] = None,
+) -> None:
+    """Cancel a run: it and its unfinished steps end `cancelled` and it cannot be resumed. With
+    --server the service stops the run wherever it executes; a local run is recorded cancelled
+    in --db (stop a `plan run` still executing it with Ctrl+C first). Exit 0 when cancelled, 1
+    when the run had already ended, 2 for an unknown run."""
+    if server:
+        status, message = _cancel_on_server(server, api_key, run_id)
+    else:
+        status, message = _cancel_local(db, run_id)
+    if status != "cancelled":
+        raise _fail(message, EXIT_FAILED if status else EXIT_USAGE)
+    console.print(f"run [bold]{escape(run_id)}[/]: [yellow]cancelled[/]")
+
+
+def _cancel_on_server(server: str, api_key: str | None, run_id: str) -> tuple[str | None, str]:
+    """POST /api/plans/{runId}/cancel: the run's status afterwards (None: no such run) and why."""
+    import httpx
+
+    headers = {"X-API-Key": api_key} if api_key else {}
+    url = f"{server.rstrip('/')}/api/plans/{quote(run_id, safe='')}/cancel"
+    try:
+        response = httpx.post(url, headers=headers, timeout=60)
+    except httpx.HTTPError as exc:
+        raise _fail(f"could not reach {server}: {exc}") from None
+    body = response.json() if "json" in response.headers.get("content-type", "") else {}
+    detail = str(body.get("detail") or body.get("message") or response.text[:300])
+    if response.status_code == 200:
+        return "cancelled", ""
+    return (body.get("status") if response.status_code == 409 else None), detail
+
+
+def _cancel_local(db: Path, run_id: str) -> tuple[str | None, str]:
+    """Record a run of the local plan database cancelled: its status afterwards and why."""
+    from veriloop.plans import UnknownRunError
+    from veriloop.schemas.plan_run import ENDED_STATUSES
+
+    if not db.is_file():
+        return None, f"no plan database at {db}"
+    settings = load_settings(db, run_id) or RunSettings(workspace=str(Path.cwd()))
+
+    async def go() -> tuple[str | None, str]:
+        async with _runner(db, settings, None) as runner:
+            try:
+                report = await runner.areport(run_id)
+            except UnknownRunError:
+                return None, f"no plan run {run_id!r} in {db}"
+            if report.status in ENDED_STATUSES and report.status != "cancelled":
+                return report.status, f"plan run {run_id} is already {report.status}"
+            if report.status != "cancelled":
+                await runner.acancel(run_id, "cancelled (veriloop plan cancel)")
+            return "cancelled", ""
+
+    return asyncio.run(go())
 
 
 @plan_app.command("report")

@@ -328,3 +328,28 @@ def test_max_steps_refuses_a_larger_manifest_and_none_is_the_default(cli) -> Non
     assert result.exit_code == 2, result.output
     assert "steps: more than 3 steps in the manifest" in result.output
     assert cli("run", "examples/hello_shell.yaml", "--max-steps", "4").exit_code == 0
+
+
+def test_cancel_ends_a_paused_run_and_its_unfinished_steps(cli, tmp_path: Path) -> None:
+    db = tmp_path / "plans.sqlite"
+    first = cli("run", "examples/review.yaml", "--db", str(db), "--run-id", "c-1")
+    assert first.exit_code == 3, first.output
+
+    cancelled = cli("cancel", "c-1", "--db", str(db))
+    assert cancelled.exit_code == 0, cancelled.output
+    assert "c-1: cancelled" in cancelled.output
+    shown = cli("show", "c-1", "--db", str(db))
+    assert re.search(r"sign_off\W+cancelled", shown.output), shown.output
+    assert re.search(r"draft\W+completed", shown.output), shown.output
+    assert "cancelled:" in shown.output
+    again = cli("cancel", "c-1", "--db", str(db))
+    assert again.exit_code == 0, again.output
+    resumed = cli("resume", "c-1", "--db", str(db), "--approve-all")
+    assert resumed.exit_code == 1 and "cancelled" in resumed.output
+
+    done = cli("run", "examples/hello_shell.yaml", "--db", str(db), "--run-id", "c-2")
+    assert done.exit_code == 0, done.output
+    ended = cli("cancel", "c-2", "--db", str(db))
+    assert ended.exit_code == 1 and "already completed" in ended.output
+    unknown = cli("cancel", "nope", "--db", str(db))
+    assert unknown.exit_code == 2 and "no plan run 'nope'" in unknown.output

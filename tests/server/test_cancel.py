@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 from service_testkit import drive, goal, observation, python_step, wait_for_run
+from typer.testing import CliRunner, Result
+
+from veriloop.cli import app
 
 HERE = Path(__file__).parent
 
@@ -208,3 +211,24 @@ def test_a_run_executing_in_another_process_is_cancelled_through_postgresql(
     assert report["status"] == "cancelled"
     assert report["steps"]["slow"]["status"] == "cancelled"
     assert other.post("/api/plans/pg/cancel").json() == cancelled.json()
+
+
+def test_the_cli_cancels_a_run_of_the_service(
+    plan_tools, tmp_path, thread_server, sqlite_settings
+) -> None:
+    server = thread_server(sqlite_settings)
+    client = server.client()
+    markers = tmp_path / "markers.txt"
+    manifest = {"steps": [python_step("slow", markers, sleep=120)]}
+    client.post("/api/plans", json={"manifest": manifest, "runId": "cli"})
+    wait_until(markers.exists, "the step to start")
+
+    def cancel(key: str) -> Result:
+        args = ["plan", "cancel", "cli", "--server", server.url, "--api-key", key]
+        return CliRunner().invoke(app, args, catch_exceptions=False)
+
+    assert cancel("key-b").exit_code == 2  # another tenant's run: unknown
+    done = cancel("key-a")
+    assert done.exit_code == 0, done.output
+    assert "cli: cancelled" in done.output
+    assert wait_for_run(client, "cli")["status"] == "cancelled"
