@@ -182,8 +182,24 @@ async function startRun(form, result, start) {
   location.assign(`/runs/${encodeURIComponent(answer.runId)}`);
 }
 
+// Cancel and Resume buttons: POST to the API, say what happened, show the page as it is now.
+async function act(button) {
+  if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) return;
+  const notice = document.getElementById("notice");
+  button.disabled = true;
+  const response = await fetch(button.dataset.post, { method: "POST", headers: headers() });
+  const body = await response.json().catch(() => ({}));
+  notice.textContent = response.ok
+    ? button.dataset.done
+    : `Not done: ${body.message || body.detail || response.status}`;
+  await refresh();
+}
+
 // Wire the current main part (after each swap).
 function enhance() {
+  main.querySelectorAll("button.action[data-post]").forEach((button) => {
+    button.addEventListener("click", () => act(button));
+  });
   main.querySelectorAll("form.review").forEach((form) => {
     form.addEventListener("submit", (event) => {
       event.preventDefault();
