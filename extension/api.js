@@ -14,7 +14,7 @@ export class ServiceError extends Error {
 }
 
 const RETRY_DELAYS_MS = [500, 1000, 2000, 4000, 8000, 8000, 8000, 8000];
-const TASK_STATUSES = new Set(["executing", "completed", "failed"]);
+const TASK_STATUSES = new Set(["executing", "completed", "failed", "cancelled"]);
 const ACTION_KINDS = new Set([
   "click", "set_value", "select_option", "press", "navigate", "go_back", "refresh", "scroll",
   "wait", "finish", "fail",
@@ -111,5 +111,8 @@ export function checkAnswer(answer) {
 
 export const health = (settings) => call(settings, "GET", "/healthz", undefined, { timeoutMs: 10000 });
 export const taskDetail = (settings, taskId) => call(settings, "GET", `/api/tasks/${encodeURIComponent(taskId)}`, undefined, { timeoutMs: 30000 });
+/** POST /api/tasks/{taskId}/cancel: the service takes no more steps for the task. */
+export const cancelTask = (settings, taskId) =>
+  call(settings, "POST", `/api/tasks/${encodeURIComponent(taskId)}/cancel`, undefined, { timeoutMs: 90000 });
 export const activeTask = (settings, sessionId, pageUrl) =>
   call(settings, "GET", `/api/session/${encodeURIComponent(sessionId)}/task/active?url=${encodeURIComponent(pageUrl)}`, undefined, { timeoutMs: 30000 });

@@ -7,7 +7,7 @@
 // once), and an action whose execution had started is never executed again (the next
 // snapshot goes to the service, whose verdict says whether it happened).
 
-import { ServiceError, interact, taskDetail } from "./api.js";
+import { ServiceError, cancelTask, interact, taskDetail } from "./api.js";
 import { PageForbidden, detach, execute, pageCall } from "./page.js";
 import { loadSettings } from "./settings.js";
 import { allTabs, installId, loadTab, pendingKey, retire, updateTab, updateTask } from "./tasks.js";
@@ -48,17 +48,7 @@ async function handle(message) {
       stopRequested.delete(tabId);
       return start(tabId, String(message.goal || "").trim());
     case "stop":
-      stopRequested.add(tabId);
-      await updateTab(tabId, (record) => {
-        if (record.task && record.task.state !== "completed" && record.task.state !== "failed") {
-          record.task.state = "stopped";
-          record.task.message = "stopped from the panel";
-        }
-        retire(record);
-      });
-      await chrome.storage.local.remove(pendingKey(tabId));
-      await detach(tabId);
-      return {};
+      return stop(tabId);
     case "resume":
       await updateTask(tabId, (task) => {
         if (task.state === "paused") Object.assign(task, { state: "running", message: null });
@@ -74,6 +64,48 @@ async function handle(message) {
       throw new Error(`unknown message ${message.type}`);
   }
 }
+
+/** Stop the tab's task here at once, then cancel it on the service, so that nothing (another tab's
+ * "Continue it", a restarted worker) runs it again; the history entry says which happened. */
+async function stop(tabId) {
+  stopRequested.add(tabId);
+  let taskId = null;
+  await updateTab(tabId, (record) => {
+    if (record.task && !ENDED_STATES.includes(record.task.state)) {
+      taskId = record.task.taskId;
+      record.task.state = "stopped";
+      record.task.message = "stopped from the panel";
+    }
+    retire(record);
+  });
+  await chrome.storage.local.remove(pendingKey(tabId));
+  await detach(tabId);
+  // No task id yet: the first request is still on its way; send() cancels what it creates.
+  if (taskId) await cancelOnService(tabId, taskId);
+  return {};
+}
+
+async function cancelOnService(tabId, taskId) {
+  let state = "cancelled";
+  let message = "cancelled: the service takes no more steps for it";
+  try {
+    await cancelTask(await loadSettings(), taskId);
+  } catch (error) {
+    if (error instanceof ServiceError && error.status === 409 && error.body?.status) {
+      state = error.body.status;
+      message = `the service says this task is already ${state}`;
+    } else {
+      state = "stopped";
+      message = `stopped here, but the service could not be told (${error.message})`;
+    }
+  }
+  await updateTab(tabId, (record) => {
+    const entry = record.history.find((h) => h.taskId === taskId);
+    if (entry) Object.assign(entry, { state, message });
+  });
+}
+
+const ENDED_STATES = ["completed", "failed", "cancelled", "stopped"];
 
 function newTask(goal) {
   return {
@@ -197,13 +229,21 @@ async function send(tabId, task) {
       updateTask(tabId, (t) => Object.assign(t, { retry: `${error.message}; sending the same request again in ${(delay / 1000).toFixed(1)} s` })),
     shouldStop: () => stopRequested.has(tabId),
   }).catch(async (error) => {
-    if (error instanceof ServiceError && error.status === 409 && ["completed", "failed"].includes(error.body?.status)) {
+    if (error instanceof ServiceError && error.status === 409 && ["completed", "failed", "cancelled"].includes(error.body?.status)) {
       error409 = error; // the task ended in an answer this client lost: take the service's word
       return null;
     }
     throw error;
   });
   await chrome.storage.local.remove(pendingKey(tabId));
+  if (answer && stopRequested.has(tabId) && !pending.body.taskId) {
+    // Stopped while the request that creates the task was on its way: cancel what it created.
+    await updateTab(tabId, (record) => {
+      const entry = record.history.find((h) => !h.taskId);
+      if (entry) entry.taskId = answer.taskId;
+    });
+    return cancelOnService(tabId, answer.taskId);
+  }
   await updateTab(tabId, (record) => {
     const t = record.task;
     if (!t) return;

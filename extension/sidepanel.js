@@ -33,6 +33,7 @@ async function send(message) {
 
 const STATE_WORDS = {
   running: "running", paused: "paused", completed: "completed", failed: "failed", stopped: "stopped",
+  cancelled: "cancelled",
 };
 
 function verdictLine(v) {
