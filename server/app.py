@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from veriloop.context import Context
 from veriloop.graph.builder import build_graph
 from veriloop.llm.base import LLMUnavailable
+from veriloop.llm.endpoint import model_configured
 from veriloop.page_processes import shutdown_page_processes
 from veriloop.schemas.api import (
     ErrorBody,
@@ -107,6 +108,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 max_manifest_bytes=settings.max_dom_bytes,
                 plan_shell=settings.plan_shell,
                 manifest_limits=settings.manifest_limits,
+                model_ready=model_configured(),
             )
             try:
                 yield

@@ -38,6 +38,7 @@ from veriloop.context import PlanContext
 from veriloop.engines.plan.confinement.sandbox import bwrap_problem
 from veriloop.engines.plan.judge.checks import truncate_middle
 from veriloop.engines.plan.manifest import ManifestError, ManifestLimits, load_manifest
+from veriloop.engines.plan.requirements import why_model_needed
 from veriloop.llm.base import LLMUnavailable
 from veriloop.plans import NoPendingReviewError, PlanRunner, UnknownRunError, check_manifest
 from veriloop.schemas.api import (
@@ -55,6 +56,7 @@ from veriloop.schemas.manifest import AgentSpec, Manifest, ManifestStep, PlanShe
 from veriloop.schemas.plan_run import (
     ENDED_STATUSES,
     FINISHED_STATUSES,
+    CriticFinding,
     PlanRunReport,
     ReviewDecision,
 )
@@ -79,6 +81,10 @@ its entry for a cancel."""
 CANCEL_WAIT_S = 30.0
 """How long a cancel waits for the process executing the run to stop it (it polls every POLL_S)."""
 CANCEL_REASON = "cancelled by a person before this step finished"
+NO_MODEL = (
+    "this service has no model (set OPENAI_API_KEY or OPENAI_BASE_URL where it runs, or start "
+    "it with veriloop serve --scripted for canned answers)"
+)
 
 Tenant = Annotated[str, Depends(current_tenant)]
 RunId = Annotated[str, Path(description="The plan run's id.", pattern=RUN_ID_PATTERN)]
@@ -203,7 +209,10 @@ class PlanService:
         max_manifest_bytes: int,
         manifest_limits: ManifestLimits,
         plan_shell: PlanShell = "off",
+        model_ready: bool = True,
     ) -> None:
+        """``model_ready``: the service has a model (steps that need one can run)."""
+        self.model_ready = model_ready
         # Each run in a folder of its own: one tenant's run never sees another's files.
         self.runner = PlanRunner(checkpointer, context=context, workspace_per_run=True)
         self.plan_shell = plan_shell
@@ -228,6 +237,8 @@ class PlanService:
         request = await asyncio.to_thread(self._run_request, body)  # parsing takes up to ~1 s
         if "manifest" in request:
             await asyncio.to_thread(self._check_operator_settings, request["manifest"])
+        elif not self.model_ready:
+            raise InvalidField("goal", f"the planner writes a plan from a goal, but {NO_MODEL}")
         run_id = body.run_id or _new_id()
         thread = scoped_id(tenant, run_id)
 
@@ -404,7 +415,49 @@ class PlanService:
         request = await asyncio.to_thread(self._run_request, body)
         if "manifest" not in request:
             raise InvalidField("manifest", "give the manifest to check")
-        return await asyncio.to_thread(check_manifest, request["manifest"], self.runner.context)
+        return await asyncio.to_thread(self._check, request["manifest"])
+
+    def _check(self, raw: Any) -> ManifestCheck:
+        """The parser's and the critic's findings, plus what this service would refuse (one
+        critical finding each), so that ``runnable`` is what POST /api/plans would do."""
+        check = check_manifest(raw, self.runner.context)
+        refused = self._refusals_of(raw)
+        if not refused:
+            return check
+        findings = [
+            CriticFinding(rule="not_allowed_here", severity="critical", message=message)
+            for message in refused
+        ]
+        critique = check.critique.model_copy(
+            update={"findings": [*findings, *check.critique.findings]}
+        )
+        return check.model_copy(update={"runnable": False, "critique": critique})
+
+    def refusals(self, manifest: Manifest) -> list[str]:
+        """Everything in ``manifest`` this service will not run, one located sentence each: the
+        operator's settings (:func:`operator_refusals`) and steps needing a model it does not
+        have. POST /api/plans answers 422 with them; POST /api/plans/validate says not runnable."""
+        context = self.runner.context
+        passed = {name.strip() for name in context.pass_env.split(",")}
+        refused = operator_refusals(manifest, self.plan_shell, passed)
+        if not self.model_ready:
+            for where, step in _all_steps(manifest):
+                why = why_model_needed(step, review=context.review_critical_steps)
+                if why is not None:
+                    refused.append(f"{where}step {step.id!r} {why}, but {NO_MODEL}")
+        return refused
+
+    def _refusals_of(self, raw: Any) -> list[str]:
+        """:meth:`refusals` of a manifest as sent ([] when it does not parse: the plan node
+        rejects it, with located problems)."""
+        context = self.runner.context
+        try:
+            manifest = load_manifest(
+                raw, origin="user", max_depth=context.max_depth, limits=self.manifest_limits
+            )
+        except ManifestError:
+            return []
+        return self.refusals(manifest)
 
     # -- running --------------------------------------------------------------------------
 
@@ -685,17 +738,8 @@ class PlanService:
         return {"manifest": manifest, **({"goal": goal} if goal else {})}
 
     def _check_operator_settings(self, raw: Any) -> None:
-        """422 for a manifest that asks for what the operator did not enable (the plan node would
-        reject one that does not parse: that is its call, with located problems)."""
-        context = self.runner.context
-        try:
-            manifest = load_manifest(
-                raw, origin="user", max_depth=context.max_depth, limits=self.manifest_limits
-            )
-        except ManifestError:
-            return
-        passed = {name.strip() for name in context.pass_env.split(",")}
-        refused = operator_refusals(manifest, self.plan_shell, passed)
+        """422 for a manifest that asks for what this service does not allow (:meth:`refusals`)."""
+        refused = self._refusals_of(raw)
         if refused:
             raise InvalidField("manifest", "; ".join(refused))
 

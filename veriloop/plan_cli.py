@@ -169,13 +169,11 @@ def load_tools_spec(spec: str | None) -> Any:
 
 def why_model_needed(manifest, *, review: bool) -> str | None:
     """Why running ``manifest`` needs a model (the first reason found), or None."""
+    from veriloop.engines.plan.requirements import why_model_needed as step_needs
+
     for step in _all_steps(manifest):
-        if step.executor == "llm":
-            return f"step {step.id!r} is run by a model (an llm step)"
-        if step.critical and review and step.type not in ("human_review", "plan"):
-            return f"critical step {step.id!r} gets a model review (--no-review skips that check)"
-        if step.on_failure == "replan":
-            return f"step {step.id!r} asks a model to replan when it fails (on_failure: replan)"
+        if (why := step_needs(step, review=review)) is not None:
+            return f"step {step.id!r} {why}"
     return None
 
 

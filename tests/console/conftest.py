@@ -41,11 +41,14 @@ def scripted() -> Iterator[ScriptedModelServer]:
 def launch(
     scripted: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Callable[..., ProcessServer]]:
-    """``launch(database_url=None)``: ``veriloop serve`` in its own process (default: a fresh
-    SQLite file), keyed for tenant_a (key-a) and tenant_b (key-b); all stopped at the end."""
+    """``launch(database_url=None, env_overrides=None)``: ``veriloop serve`` in its own process
+    (default: a fresh SQLite file), keyed for tenant_a (key-a) and tenant_b (key-b), its
+    environment changed by ``env_overrides`` (None removes a variable); all stopped at the end."""
     started: list[ProcessServer] = []
 
-    def start(database_url: str | None = None) -> ProcessServer:
+    def start(
+        database_url: str | None = None, env_overrides: dict[str, str | None] | None = None
+    ) -> ProcessServer:
         root = tmp_path_factory.mktemp("console")
         (root / "workspace").mkdir()
         keep = ("PATH", "HOME", "LANG")
@@ -62,6 +65,8 @@ def launch(
             PYTHONPATH=str(SERVER_TESTS),
             LANGSMITH_TRACING="false",
         )
+        for name, value in (env_overrides or {}).items():  # None: not set at all
+            env.pop(name, None) if value is None else env.__setitem__(name, value)
         server = ProcessServer(database_url or f"sqlite:///{root / 'veriloop.sqlite'}", env)
         started.append(server.launch())
         return server.ready()
