@@ -35,6 +35,7 @@ from pydantic.alias_generators import to_camel
 from sse_starlette import EventSourceResponse
 
 from veriloop.context import PlanContext
+from veriloop.engines.plan.confinement.limits import timeout_refusals
 from veriloop.engines.plan.confinement.sandbox import bwrap_problem
 from veriloop.engines.plan.judge.checks import truncate_middle
 from veriloop.engines.plan.manifest import ManifestError, ManifestLimits, load_manifest
@@ -440,6 +441,7 @@ class PlanService:
         context = self.runner.context
         passed = {name.strip() for name in context.pass_env.split(",")}
         refused = operator_refusals(manifest, self.plan_shell, passed)
+        refused += timeout_refusals(manifest, context.max_timeout_s)
         if not self.model_ready:
             for where, step in _all_steps(manifest):
                 why = why_model_needed(step, review=context.review_critical_steps)

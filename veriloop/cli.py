@@ -358,8 +358,63 @@ def serve(
             "--plan-shell",
             envvar="VERILOOP_PLAN_SHELL",
             help="Whether plans posted over HTTP may run shell steps, command checks and tests: "
-            "off (default: such a manifest is a 422), sandboxed (in bubblewrap: no network, no "
-            "service environment, the workspace the only writable folder) or host (unsandboxed).",
+            "off (default: such a manifest is a 422), sandboxed (every confinement layer: its own "
+            "uid, no capabilities, seccomp, no network, only the system folders, the interpreter "
+            "and its workspace in sight, limits; see docs/plans.md) or host (only the limits and "
+            "a scrubbed environment: the step runs as the service's user and reads all it can "
+            "read; for a trusted single user).",
+        ),
+    ] = None,
+    sandbox_ro: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--sandbox-ro",
+            help="A path sandboxed steps may read besides the system folders, the interpreter "
+            "and their workspace (repeatable; default VERILOOP_SANDBOX_RO, ':'-separated).",
+        ),
+    ] = None,
+    step_uid: Annotated[
+        int | None,
+        typer.Option(min=1, help="The uid step processes run as when serving as root (61000)."),
+    ] = None,
+    step_gid: Annotated[
+        int | None,
+        typer.Option(min=1, help="The gid step processes run as when serving as root (61000)."),
+    ] = None,
+    limit_memory_mb: Annotated[
+        int | None,
+        typer.Option(min=1, help="Address space of each step process, MiB (1024)."),
+    ] = None,
+    limit_processes: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Processes of the step uid, counted host-wide: steps running at once share "
+            "them (256).",
+        ),
+    ] = None,
+    limit_cpu_s: Annotated[
+        int | None, typer.Option(min=1, help="CPU seconds of each step process (600).")
+    ] = None,
+    limit_file_mb: Annotated[
+        int | None, typer.Option(min=1, help="Largest file a step may write, MiB (1024).")
+    ] = None,
+    limit_open_files: Annotated[
+        int | None, typer.Option(min=1, help="Open files of each step process (1024).")
+    ] = None,
+    limit_disk_mb: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="What a step's workspace may hold, MiB; past it the step is stopped (2048).",
+        ),
+    ] = None,
+    max_timeout_s: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            help="The longest timeout_s a manifest may ask for a step; more is a 422 (3600; "
+            "0: no maximum).",
         ),
     ] = None,
     max_manifest_steps: Annotated[
@@ -380,6 +435,24 @@ def serve(
         os.environ["VERILOOP_PLAN_SHELL"] = plan_shell
     if max_manifest_steps is not None:
         os.environ["VERILOOP_MAX_MANIFEST_STEPS"] = str(max_manifest_steps)
+    if sandbox_ro:
+        os.environ["VERILOOP_SANDBOX_RO"] = ":".join(str(path.resolve()) for path in sandbox_ro)
+    confinement = {
+        "step_uid": step_uid,
+        "step_gid": step_gid,
+        "limit_memory_mb": limit_memory_mb,
+        "limit_processes": limit_processes,
+        "limit_cpu_s": limit_cpu_s,
+        "limit_file_mb": limit_file_mb,
+        "limit_open_files": limit_open_files,
+        "limit_disk_mb": limit_disk_mb,
+        "max_timeout_s": max_timeout_s,
+    }
+    for name, value in confinement.items():
+        if value is not None:
+            os.environ[f"VERILOOP_{name.upper()}"] = (
+                f"{value:g}" if isinstance(value, float) else str(value)
+            )
 
     if not database_url and not os.environ.get("VERILOOP_DATABASE_URL"):
         folder = data_dir or default_data_dir()

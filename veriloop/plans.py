@@ -32,6 +32,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from veriloop.context import PlanContext
+from veriloop.engines.plan.confinement.limits import timeout_refusals
 from veriloop.engines.plan.critic import static_review
 from veriloop.engines.plan.manifest import (
     ManifestError,
@@ -47,7 +48,7 @@ from veriloop.graph.plan_io import cancelled_update, state_to_report
 from veriloop.nodes.plan.support import tool_registry
 from veriloop.schemas.api import ManifestCheck
 from veriloop.schemas.manifest import Manifest
-from veriloop.schemas.plan_run import PendingReview, PlanRunReport, ReviewDecision
+from veriloop.schemas.plan_run import CriticFinding, PendingReview, PlanRunReport, ReviewDecision
 
 EventHandler = Callable[[dict[str, Any]], Any | Awaitable[Any]]
 """Called with every progress event (``{"event": "attempt_started", "step_id": ...}``)."""
@@ -304,6 +305,10 @@ def check_manifest(manifest: str | Mapping[str, Any], context: PlanContext) -> M
     except ManifestError as exc:
         return ManifestCheck(runnable=False, critique=rejection_critique(exc.problems))
     critique = static_review(parsed, tools=tools, max_depth=context.max_depth)
+    over = timeout_refusals(parsed, context.max_timeout_s)
+    if over:
+        refusals = [CriticFinding(rule="max_timeout", severity="critical", message=m) for m in over]
+        critique = critique.model_copy(update={"findings": [*critique.findings, *refusals]})
     return ManifestCheck(
         runnable=not critique.has_critical,
         critique=critique,
