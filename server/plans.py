@@ -422,7 +422,9 @@ class PlanService:
         """The parser's and the critic's findings, plus what this service would refuse (one
         critical finding each), so that ``runnable`` is what POST /api/plans would do."""
         check = check_manifest(raw, self.runner.context)
-        refused = self._refusals_of(raw)
+        found = {finding.message for finding in check.critique.findings}
+        # check_manifest already names what every runner refuses (the timeout maximum)
+        refused = [message for message in self._refusals_of(raw) if message not in found]
         if not refused:
             return check
         findings = [
