@@ -120,7 +120,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.api_keys = dict(settings.api_keys)
+    app.state.api_keys = settings.api_keys
     app.router.route_class = PageBodyRoute
     _add_routes(app)
     app.include_router(plans_router)

@@ -11,7 +11,7 @@ from typing import get_args
 from veriloop.context import PlanContext
 from veriloop.engines.plan.manifest import ManifestLimits
 from veriloop.schemas.manifest import PlanShell
-from veriloop.server.tenants import load_api_keys
+from veriloop.server.tenants import ApiKeys, load_api_keys
 
 DEFAULT_DATABASE_URL = "sqlite:///veriloop.sqlite"
 """One SQLite file in the working directory: the embedded default (one process)."""
@@ -23,8 +23,9 @@ class Settings:
 
     database_url: str = DEFAULT_DATABASE_URL
     """``sqlite:///path`` (or a bare path) for one file; ``postgresql://...`` for many processes."""
-    api_keys: Mapping[str, str] = field(default_factory=dict)
-    """API key -> tenant. Empty: one local tenant, no authentication."""
+    api_keys: Mapping[str, str] = field(default_factory=ApiKeys)
+    """API key -> tenant, given in clear or as ``sha256:<hex>`` and kept as digests only
+    (:class:`ApiKeys`). Empty: one local tenant, no authentication."""
     max_dom_bytes: int = 5_000_000
     """Larger DOMs answer 413."""
     retry_after_s: int = 5
@@ -46,6 +47,7 @@ class Settings:
     """Whether HTTP plan runs may start processes (see :data:`PlanShell`)."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "api_keys", ApiKeys.of(self.api_keys))
         if self.plan_shell not in get_args(PlanShell):
             raise ValueError(
                 f"plan_shell (VERILOOP_PLAN_SHELL): {self.plan_shell!r} is not one of "
