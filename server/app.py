@@ -26,6 +26,7 @@ from veriloop.context import Context
 from veriloop.graph.builder import build_graph
 from veriloop.llm.base import LLMUnavailable
 from veriloop.page_processes import shutdown_page_processes
+from veriloop.plans import RunFiles
 from veriloop.schemas.api import (
     ErrorBody,
     InteractRequest,
@@ -106,6 +107,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 max_manifest_bytes=settings.max_dom_bytes,
                 plan_shell=settings.plan_shell,
                 manifest_limits=settings.manifest_limits,
+                files=RunFiles(
+                    keep=settings.keep_workspaces,
+                    snapshot_run_bytes=settings.snapshot_run_bytes,
+                    snapshot_total_bytes=settings.snapshot_total_bytes,
+                ),
             )
             try:
                 yield

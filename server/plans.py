@@ -39,7 +39,13 @@ from veriloop.engines.plan.confinement.sandbox import bwrap_problem
 from veriloop.engines.plan.judge.checks import truncate_middle
 from veriloop.engines.plan.manifest import ManifestError, ManifestLimits, load_manifest
 from veriloop.llm.base import LLMUnavailable
-from veriloop.plans import NoPendingReviewError, PlanRunner, UnknownRunError, check_manifest
+from veriloop.plans import (
+    NoPendingReviewError,
+    PlanRunner,
+    RunFiles,
+    UnknownRunError,
+    check_manifest,
+)
 from veriloop.schemas.api import (
     RUN_ID_PATTERN,
     ErrorBody,
@@ -70,6 +76,8 @@ EVENT_TEXT_CHARS = 2_000
 """A longer text in an event (a diagnosis, an error) keeps its head and tail."""
 POLL_S = 0.5
 """How often the event stream reads a run that executes in another process."""
+SERVICE_RUN_FILES = RunFiles(keep=False)
+"""A finished run's folder and snapshot store are removed (``veriloop serve --keep-workspaces``)."""
 
 Tenant = Annotated[str, Depends(current_tenant)]
 RunId = Annotated[str, Path(description="The plan run's id.", pattern=RUN_ID_PATTERN)]
@@ -192,9 +200,12 @@ class PlanService:
         max_manifest_bytes: int,
         manifest_limits: ManifestLimits,
         plan_shell: PlanShell = "off",
+        files: RunFiles = SERVICE_RUN_FILES,
     ) -> None:
         # Each run in a folder of its own: one tenant's run never sees another's files.
-        self.runner = PlanRunner(checkpointer, context=context, workspace_per_run=True)
+        self.runner = PlanRunner(
+            checkpointer, context=context, workspace_per_run=True, run_files=files
+        )
         self.plan_shell = plan_shell
         if plan_shell == "sandboxed" and (why := bwrap_problem()):
             log.warning("plan_shell=sandboxed, but %s: plan steps that start processes fail", why)

@@ -9,6 +9,10 @@ from pathlib import Path
 from typing import get_args
 
 from veriloop.context import PlanContext
+from veriloop.engines.plan.judge.snapshot import (
+    DEFAULT_SNAPSHOT_RUN_BYTES,
+    DEFAULT_SNAPSHOT_TOTAL_BYTES,
+)
 from veriloop.engines.plan.manifest import ManifestLimits
 from veriloop.schemas.manifest import PlanShell
 from veriloop.server.tenants import ApiKeys, load_api_keys
@@ -45,6 +49,12 @@ class Settings:
     extension's. Web pages' origins are never allowed."""
     plan_shell: PlanShell = "off"
     """Whether HTTP plan runs may start processes (see :data:`PlanShell`)."""
+    keep_workspaces: bool = False
+    """Keep a finished plan run's folder and snapshot store (False: removed when it finishes)."""
+    snapshot_run_bytes: int = DEFAULT_SNAPSHOT_RUN_BYTES
+    """Most bytes of pre-step copies one plan run may store; past it the step fails."""
+    snapshot_total_bytes: int = DEFAULT_SNAPSHOT_TOTAL_BYTES
+    """Most bytes of pre-step copies all plan runs together may store; past it the step fails."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "api_keys", ApiKeys.of(self.api_keys))
@@ -110,6 +120,14 @@ class Settings:
                 for part in (env.get("VERILOOP_EXTENSION_IDS") or "").replace(",", " ").split()
             ),
             plan_shell=env.get("VERILOOP_PLAN_SHELL") or defaults.plan_shell,  # type: ignore[arg-type]
+            keep_workspaces=(env.get("VERILOOP_KEEP_WORKSPACES") or "").strip().lower()
+            in ("1", "true", "yes", "on"),
+            snapshot_run_bytes=int(
+                env.get("VERILOOP_SNAPSHOT_RUN_BYTES") or defaults.snapshot_run_bytes
+            ),
+            snapshot_total_bytes=int(
+                env.get("VERILOOP_SNAPSHOT_TOTAL_BYTES") or defaults.snapshot_total_bytes
+            ),
         )
 
 
