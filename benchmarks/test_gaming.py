@@ -794,10 +794,8 @@ def verdict_of(gaming_case: GamingCase, outcome: CaseOutcome) -> Verdict:
     checks = list(result.attempts[-1].checks) if result and result.attempts else []
     sandboxed = None
     if result is not None:
-        # The per-step sandbox flag, once the executors record one (sandbox: auto|required|off).
-        flags = [getattr(a, "sandboxed", None) for a in result.attempts]
-        flags.append(getattr(result, "sandboxed", None))
-        known = [flag for flag in flags if flag is not None]
+        # Sandboxed: every attempt that started processes ran them in bubblewrap's namespaces.
+        known = ["namespaces" in a.layers for a in result.attempts if a.layers is not None]
         sandboxed = all(known) if known else None
     status = result.status if result else ("error" if outcome.error else "missing")
     diagnosis = (result.diagnosis if result else outcome.error) or ""

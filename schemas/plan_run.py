@@ -126,10 +126,10 @@ class ExecutionResult(WireModel):
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     error: str | None = Field(default=None, description="Why the executor failed, when not ok.")
     usage: dict[str, dict[str, Any]] = Field(default_factory=dict, description="Usage per purpose.")
-    sandboxed: bool | None = Field(
+    layers: list[str] | None = Field(
         default=None,
-        description="The executor's process ran in bubblewrap (False: unsandboxed); None: it "
-        "started no process.",
+        description="The confinement layers the executor's process ran under (limits, "
+        "namespaces, user, no_caps, seccomp, paths; see docs/plans.md); None: it started none.",
     )
 
 
@@ -172,10 +172,11 @@ class AttemptReport(WireModel):
     )
     started_at: datetime | None = Field(default=None, description="When the attempt started (UTC).")
     duration_s: float = Field(default=0.0, description="Wall time of the execution and its checks.")
-    sandboxed: bool | None = Field(
+    layers: list[str] | None = Field(
         default=None,
-        description="The processes of this attempt (shell step, command checks, test runs) ran in "
-        "bubblewrap (False: unsandboxed); None: it started none.",
+        description="The confinement layers the processes of this attempt (shell step, command "
+        "checks, test runs) ran under (limits, namespaces, user, no_caps, seccomp, paths); "
+        "None: it started none.",
     )
 
 

@@ -60,6 +60,12 @@ fi
 if ! command -v bwrap >/dev/null; then
   missing+=(bubblewrap)  # the sandbox of plan steps' processes (docs/plans.md, Security)
 fi
+if ! ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2'; then
+  missing+=(libseccomp2)  # the sandbox's seccomp filter, built through pyseccomp (docs/plans.md)
+fi
+if ! command -v prlimit >/dev/null || ! command -v setpriv >/dev/null; then
+  missing+=(util-linux)  # prlimit (step limits) and setpriv (the step's own uid)
+fi
 if [ "$mode" = dev ] && ! command -v dot >/dev/null; then
   missing+=(graphviz)  # the notebooks draw the graph with graphviz's dot, offline
 fi

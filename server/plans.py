@@ -35,6 +35,7 @@ from pydantic.alias_generators import to_camel
 from sse_starlette import EventSourceResponse
 
 from veriloop.context import PlanContext
+from veriloop.engines.plan.confinement.limits import timeout_refusals
 from veriloop.engines.plan.confinement.sandbox import bwrap_problem
 from veriloop.engines.plan.judge.checks import truncate_middle
 from veriloop.engines.plan.manifest import ManifestError, ManifestLimits, load_manifest
@@ -614,6 +615,7 @@ class PlanService:
             return
         passed = {name.strip() for name in context.pass_env.split(",")}
         refused = operator_refusals(manifest, self.plan_shell, passed)
+        refused += timeout_refusals(manifest, context.max_timeout_s)
         if refused:
             raise InvalidField("manifest", "; ".join(refused))
 

@@ -19,6 +19,12 @@ from veriloop.server.tenants import ApiKeys, load_api_keys
 
 DEFAULT_DATABASE_URL = "sqlite:///veriloop.sqlite"
 """One SQLite file in the working directory: the embedded default (one process)."""
+CONFINEMENT_SETTINGS = (
+    "sandbox_ro", "step_uid", "step_gid", "limit_memory_mb", "limit_processes", "limit_cpu_s",
+    "limit_file_mb", "limit_open_files", "limit_disk_mb", "max_timeout_s",
+)  # fmt: skip
+"""Settings passed as they are to the plan runs' context (``VERILOOP_`` + the name in capitals;
+see :class:`~veriloop.context.PlanContext` for each)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +55,26 @@ class Settings:
     extension's. Web pages' origins are never allowed."""
     plan_shell: PlanShell = "off"
     """Whether HTTP plan runs may start processes (see :data:`PlanShell`)."""
+    sandbox_ro: str = ""
+    """Paths every sandboxed step may read, ':'-separated (``--sandbox-ro``)."""
+    step_uid: int = PlanContext.step_uid
+    """The uid step processes run as when the service is root."""
+    step_gid: int = PlanContext.step_gid
+    """The gid step processes run as when the service is root."""
+    limit_memory_mb: int = PlanContext.limit_memory_mb
+    """Address space of each step process, MiB."""
+    limit_processes: int = PlanContext.limit_processes
+    """Processes of the step uid, host-wide."""
+    limit_cpu_s: int = PlanContext.limit_cpu_s
+    """CPU seconds of each step process."""
+    limit_file_mb: int = PlanContext.limit_file_mb
+    """Largest file a step process may write, MiB."""
+    limit_open_files: int = PlanContext.limit_open_files
+    """Open files of each step process."""
+    limit_disk_mb: int = PlanContext.limit_disk_mb
+    """What a step's workspace may hold, MiB."""
+    max_timeout_s: float = 3600.0
+    """The longest ``timeout_s`` a manifest may ask for; more is a 422."""
     keep_workspaces: bool = False
     """Keep a finished plan run's folder and snapshot store (False: removed when it finishes)."""
     snapshot_run_bytes: int = DEFAULT_SNAPSHOT_RUN_BYTES
@@ -73,6 +99,7 @@ class Settings:
             allow_shell=self.plan_shell != "off",
             allow_network=self.plan_shell == "host",
             manifest_env=False,
+            **{name: getattr(self, name) for name in CONFINEMENT_SETTINGS},
         )
 
     @property
@@ -120,6 +147,11 @@ class Settings:
                 for part in (env.get("VERILOOP_EXTENSION_IDS") or "").replace(",", " ").split()
             ),
             plan_shell=env.get("VERILOOP_PLAN_SHELL") or defaults.plan_shell,  # type: ignore[arg-type]
+            **{
+                name: type(getattr(defaults, name))(env[f"VERILOOP_{name.upper()}"])
+                for name in CONFINEMENT_SETTINGS
+                if env.get(f"VERILOOP_{name.upper()}")
+            },
             keep_workspaces=(env.get("VERILOOP_KEEP_WORKSPACES") or "").strip().lower()
             in ("1", "true", "yes", "on"),
             snapshot_run_bytes=int(

@@ -359,13 +359,66 @@ def serve(
             "--plan-shell",
             envvar="VERILOOP_PLAN_SHELL",
             help="Whether plans posted over HTTP may run shell steps, command checks and tests: "
-            "off (default: such a manifest is a 422), sandboxed (in bubblewrap: no network, no "
-            "service environment, the workspace the only writable folder) or host: unsandboxed, "
-            "for a trusted single user only. host leaves open everything the service's user can "
-            "do: read and write its files (the data directory, key files, other runs' folders), "
-            "the network and local sockets (the database), its other processes, its privileges "
-            "(root stays root: no step user, capabilities or seccomp filter) "
-            "(docs/service.md, Security).",
+            "off (default: such a manifest is a 422), sandboxed (every confinement layer: its own "
+            "uid, no capabilities, seccomp, no network, only the system folders, the interpreter "
+            "and its workspace in sight, limits; see docs/plans.md) or host: for a trusted single "
+            "user only. host applies only the limits and a scrubbed environment and leaves open "
+            "everything the service's user can do: read and write its files (the data directory, "
+            "key files, other runs' folders), the network and local sockets (the database), its "
+            "other processes, its privileges (root stays root: no step user, capabilities or "
+            "seccomp filter) (docs/service.md, Security).",
+        ),
+    ] = None,
+    sandbox_ro: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--sandbox-ro",
+            help="A path sandboxed steps may read besides the system folders, the interpreter "
+            "and their workspace (repeatable; default VERILOOP_SANDBOX_RO, ':'-separated).",
+        ),
+    ] = None,
+    step_uid: Annotated[
+        int | None,
+        typer.Option(min=1, help="The uid step processes run as when serving as root (61000)."),
+    ] = None,
+    step_gid: Annotated[
+        int | None,
+        typer.Option(min=1, help="The gid step processes run as when serving as root (61000)."),
+    ] = None,
+    limit_memory_mb: Annotated[
+        int | None,
+        typer.Option(min=1, help="Address space of each step process, MiB (1024)."),
+    ] = None,
+    limit_processes: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Processes of the step uid, counted host-wide: steps running at once share "
+            "them (256).",
+        ),
+    ] = None,
+    limit_cpu_s: Annotated[
+        int | None, typer.Option(min=1, help="CPU seconds of each step process (600).")
+    ] = None,
+    limit_file_mb: Annotated[
+        int | None, typer.Option(min=1, help="Largest file a step may write, MiB (1024).")
+    ] = None,
+    limit_open_files: Annotated[
+        int | None, typer.Option(min=1, help="Open files of each step process (1024).")
+    ] = None,
+    limit_disk_mb: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="What a step's workspace may hold, MiB; past it the step is stopped (2048).",
+        ),
+    ] = None,
+    max_timeout_s: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            help="The longest timeout_s a manifest may ask for a step; more is a 422 (3600; "
+            "0: no maximum).",
         ),
     ] = None,
     keep_workspaces: Annotated[
@@ -413,6 +466,16 @@ def serve(
     options = {
         "VERILOOP_PLAN_SHELL": plan_shell,
         "VERILOOP_MAX_MANIFEST_STEPS": max_manifest_steps,
+        "VERILOOP_SANDBOX_RO": ":".join(str(path.resolve()) for path in sandbox_ro or ()) or None,
+        "VERILOOP_STEP_UID": step_uid,
+        "VERILOOP_STEP_GID": step_gid,
+        "VERILOOP_LIMIT_MEMORY_MB": limit_memory_mb,
+        "VERILOOP_LIMIT_PROCESSES": limit_processes,
+        "VERILOOP_LIMIT_CPU_S": limit_cpu_s,
+        "VERILOOP_LIMIT_FILE_MB": limit_file_mb,
+        "VERILOOP_LIMIT_OPEN_FILES": limit_open_files,
+        "VERILOOP_LIMIT_DISK_MB": limit_disk_mb,
+        "VERILOOP_MAX_TIMEOUT_S": None if max_timeout_s is None else f"{max_timeout_s:g}",
         "VERILOOP_KEEP_WORKSPACES": "1" if keep_workspaces else None,
         "VERILOOP_SNAPSHOT_RUN_BYTES": snapshot_run_bytes,
         "VERILOOP_SNAPSHOT_TOTAL_BYTES": snapshot_total_bytes,

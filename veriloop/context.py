@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
 
+from veriloop.engines.plan.confinement.limits import Limits
+from veriloop.engines.plan.confinement.user import DEFAULT_STEP_ID, StepUser
 from veriloop.schemas.manifest import SandboxMode
 from veriloop.schemas.usage import Purpose
 
@@ -279,6 +281,60 @@ class PlanContext(Context):
             "(PlanRunner's workspace_per_run sets its base workspace: runs never read each other's files)."
         },
     )
+    sandbox_ro: str = field(
+        default="",
+        metadata={
+            "description": "Paths every sandboxed step may read (separated by ':', like PATH) besides "
+            "the system folders, the interpreter and its workspace (veriloop serve --sandbox-ro)."
+        },
+    )
+    step_uid: int = field(
+        default=DEFAULT_STEP_ID,
+        metadata={
+            "description": "The uid step processes run as when this process is root (an ordinary "
+            "user on the host; it owns the workspace while steps run)."
+        },
+    )
+    step_gid: int = field(
+        default=DEFAULT_STEP_ID,
+        metadata={"description": "The gid step processes run as when this process is root."},
+    )
+    limit_memory_mb: int = field(
+        default=1024,
+        metadata={"description": "Address space of each step process, MiB (RLIMIT_AS)."},
+    )
+    limit_processes: int = field(
+        default=256,
+        metadata={
+            "description": "Processes of the step's uid (RLIMIT_NPROC: counted host-wide, so "
+            "steps running at once share it)."
+        },
+    )
+    limit_cpu_s: int = field(
+        default=600, metadata={"description": "CPU seconds of each step process (RLIMIT_CPU)."}
+    )
+    limit_file_mb: int = field(
+        default=1024,
+        metadata={"description": "Largest file a step process may write, MiB (RLIMIT_FSIZE)."},
+    )
+    limit_open_files: int = field(
+        default=1024,
+        metadata={"description": "Open files of each step process (RLIMIT_NOFILE)."},
+    )
+    limit_disk_mb: int = field(
+        default=2048,
+        metadata={
+            "description": "What a step's workspace may hold, MiB (read while it runs: past it the "
+            "step is stopped and fails); also the size of its private /tmp."
+        },
+    )
+    max_timeout_s: float = field(
+        default=0.0,
+        metadata={
+            "description": "The longest timeout_s a manifest may ask for a step (0: no maximum); "
+            "the service answers 422 past it."
+        },
+    )
     pass_env: str = field(
         default="",
         metadata={
@@ -364,8 +420,21 @@ class PlanContext(Context):
         default=12, metadata={"description": "Model turns an llm step may take in one attempt."}
     )
 
+    def step_limits(self) -> Limits:
+        """The ``limit_*`` fields as one value (ValueError for a limit that is not positive)."""
+        return Limits.of(
+            memory_mb=self.limit_memory_mb,
+            processes=self.limit_processes,
+            cpu_s=self.limit_cpu_s,
+            file_mb=self.limit_file_mb,
+            open_files=self.limit_open_files,
+            disk_mb=self.limit_disk_mb,
+        )
+
     def __post_init__(self) -> None:
         super().__post_init__()
+        self.step_limits()
+        StepUser(self.step_uid, self.step_gid)
         if self.sandbox not in get_args(SandboxMode):
             raise ValueError(
                 f"PlanContext.sandbox: {self.sandbox!r} is not one of {get_args(SandboxMode)}"

@@ -34,6 +34,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from veriloop.context import PlanContext
+from veriloop.engines.plan.confinement.limits import timeout_refusals
 from veriloop.engines.plan.critic import static_review
 from veriloop.engines.plan.judge.snapshot import (
     DEFAULT_SNAPSHOT_RUN_BYTES,
@@ -58,6 +59,7 @@ from veriloop.schemas.api import ManifestCheck
 from veriloop.schemas.manifest import Manifest
 from veriloop.schemas.plan_run import (
     FINISHED_STATUSES,
+    CriticFinding,
     PendingReview,
     PlanRunReport,
     ReviewDecision,
@@ -364,6 +366,10 @@ def check_manifest(manifest: str | Mapping[str, Any], context: PlanContext) -> M
     except ManifestError as exc:
         return ManifestCheck(runnable=False, critique=rejection_critique(exc.problems))
     critique = static_review(parsed, tools=tools, max_depth=context.max_depth)
+    over = timeout_refusals(parsed, context.max_timeout_s)
+    if over:
+        refusals = [CriticFinding(rule="max_timeout", severity="critical", message=m) for m in over]
+        critique = critique.model_copy(update={"findings": [*critique.findings, *refusals]})
     return ManifestCheck(
         runnable=not critique.has_critical,
         critique=critique,

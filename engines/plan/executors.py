@@ -321,7 +321,8 @@ async def run_shell_step(
     ``output`` is ``{"exit_code", "stdout", "stderr"}`` (the last ~4000 characters of each).
     ok: exit code 0 within ``timeout_s``. The process group is killed on timeout, on
     cancellation, and when the shell exits: a step leaves nothing running behind it. It runs with
-    a scrubbed environment, in bubblewrap as ``confinement`` says (``sandboxed`` records which).
+    a scrubbed environment, confined as ``confinement`` says (``layers`` records how). A command
+    stopped at a limit (the workspace's size) fails with that reason.
     """
     try:
         run = await run_command(
@@ -339,23 +340,27 @@ async def run_shell_step(
             error=f"could not start the command in {str(workspace)!r}: {exc}",
         )
     output = {"exit_code": run.exit_code, "stdout": run.output, "stderr": run.stderr}
-    sandboxed = run.sandboxed
+    layers = list(run.layers)
+    if run.stopped:
+        return ExecutionResult(
+            ok=False, output=output, error=f"stopped: {run.stopped}", layers=layers
+        )
     if run.timed_out:
         output["stdout"] = output["stdout"].removesuffix(f"\n[killed after {timeout_s:g} s]")
         return ExecutionResult(
             ok=False,
             output=output,
             error=f"timed out after {timeout_s:g}s; the command's process group was killed",
-            sandboxed=sandboxed,
+            layers=layers,
         )
     if run.exit_code != 0:
         return ExecutionResult(
             ok=False,
             output=output,
             error=f"exit code {run.exit_code}: {command}",
-            sandboxed=sandboxed,
+            layers=layers,
         )
-    return ExecutionResult(ok=True, output=output, sandboxed=sandboxed)
+    return ExecutionResult(ok=True, output=output, layers=layers)
 
 
 # -- the python executor ---------------------------------------------------------------------

@@ -11,12 +11,14 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from veriloop.context import PlanContext
+from veriloop.engines.plan.confinement.limits import step_timeout
 from veriloop.engines.plan.confinement.sandbox import (
     Confinement,
+    layers_for,
     step_confinement,
     stricter,
-    will_sandbox,
 )
+from veriloop.engines.plan.confinement.user import StepUser
 from veriloop.engines.plan.execution import commands_needing_approval, execute_step
 from veriloop.engines.plan.fixloop import (
     attempt_report,
@@ -111,7 +113,7 @@ async def execute(state: StepState, runtime: Runtime[PlanContext]) -> dict:
             tools=tool_registry(ctx),
             workspace=workspace_of(ctx),
             llm=llm,
-            timeout_s=step.timeout_s or ctx.step_timeout_s,
+            timeout_s=step_timeout(step.timeout_s, ctx.step_timeout_s, ctx.max_timeout_s),
             max_turns=ctx.max_turns,
             confinement=_confinement(ctx, state),
         )
@@ -169,14 +171,14 @@ async def check(state: StepState, runtime: Runtime[PlanContext]) -> dict:
         ended_at=time.time(),
         corrective_prompt=state.get("prompt") if run_number > 1 else None,
     )
-    started_processes = execution.sandboxed is not None or any(
+    started_processes = execution.layers is not None or any(
         result.type in ("command", "tests") and not result.errored for result in results
     )
     report = report.model_copy(
         update={
             "usage": add_usage(report.usage, review_usage),
             # Every process of a step starts the same way (one confinement, one cached probe).
-            "sandboxed": await asyncio.to_thread(will_sandbox, confinement)
+            "layers": list(await asyncio.to_thread(layers_for, confinement))
             if started_processes
             else None,
         }
@@ -269,6 +271,9 @@ def _confinement(ctx: PlanContext, state: StepState) -> Confinement:
         allow_network=ctx.allow_network,
         allow_shell=ctx.allow_shell,
         private_root=ctx.private_root,
+        readonly=[path for path in ctx.sandbox_ro.split(":") if path],
+        limits=ctx.step_limits(),
+        user=StepUser(ctx.step_uid, ctx.step_gid),
     )
 
 

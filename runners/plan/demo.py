@@ -421,9 +421,13 @@ def run_test_suite(workspace: Path, timeout_s: float = 300.0) -> tuple[int, str]
             capture_output=True,
             text=True,
             timeout=timeout_s,
+            pass_fds=launch.pass_fds,
         )
     except subprocess.TimeoutExpired as exc:
         return 1, f"the test suite timed out after {timeout_s:g}s\n{exc.stdout or ''}"
+    finally:
+        for fd in launch.pass_fds:
+            os.close(fd)
     return done.returncode, (done.stdout or "") + (done.stderr or "")
 
 

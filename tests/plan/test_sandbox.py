@@ -17,6 +17,7 @@ import pytest
 from veriloop.context import PlanContext
 from veriloop.engines.plan.confinement.process import run_command
 from veriloop.engines.plan.confinement.sandbox import (
+    LAYERS,
     Confinement,
     ProcessRefused,
     bwrap_problem,
@@ -78,7 +79,8 @@ async def test_a_step_never_sees_the_runners_environment(secrets, workspace, san
         timeout_s=20,
         confinement=Confinement(sandbox=sandbox),
     )
-    assert run.exit_code == 0 and run.sandboxed is (sandbox == "required")
+    assert run.exit_code == 0
+    assert run.layers == (LAYERS if sandbox == "required" else ("limits",))
     env = dict(line.split("=", 1) for line in run.output.splitlines() if "=" in line)
     assert not {name for name in env if name.startswith(("OPENAI_", "VERILOOP_"))}
     assert env["HOME"] == str(workspace) and "PATH" in env
@@ -110,7 +112,7 @@ async def test_the_sandbox_writes_only_to_the_workspace(workspace, tmp_path) -> 
         timeout_s=20,
         confinement=SANDBOXED,
     )
-    assert result.sandboxed is True and result.ok, result
+    assert result.layers == list(LAYERS) and result.ok, result
     assert (workspace / "made.txt").read_text() == "ok\n"  # the legitimate work is done
     assert not (outside / "escaped.txt").exists()
     assert not Path("/etc/escaped.txt").exists()
@@ -176,14 +178,14 @@ async def test_required_without_bubblewrap_fails_the_step_and_runs_nothing(
     assert not result.ok
     assert result.error == (
         "step 'build' was not run: sandbox required, but bubblewrap (bwrap) is not installed "
-        "or not on PATH (Debian: apt-get install bubblewrap)"
+        "or not on PATH (Debian: apt-get install bubblewrap) (no namespaces layer)"
     )
     assert not list(workspace.iterdir())
     # auto falls back, and says so.
     fallback = await run_shell_step(
         "/bin/touch ran.txt", workspace=workspace, timeout_s=10, confinement=Confinement()
     )
-    assert fallback.ok and fallback.sandboxed is False and (workspace / "ran.txt").exists()
+    assert fallback.ok and fallback.layers == ["limits"] and (workspace / "ran.txt").exists()
 
 
 @pytest.mark.anyio

@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from veriloop.cli import app
-from veriloop.engines.plan.confinement.sandbox import stricter
+from veriloop.engines.plan.confinement.sandbox import LAYERS, stricter
 from veriloop.engines.plan.manifest import ManifestError, apply_repair, load_manifest
 from veriloop.schemas.plan_outputs import RepairDraft, StepDraft
 from veriloop.schemas.plan_run import PlanRunReport
@@ -60,15 +60,18 @@ def test_a_cli_step_gets_a_scrubbed_environment_plus_pass_env_and_its_declared_n
         assert SECRET not in env and "VERILOOP_" not in env and "OPENAI_" not in env
         assert "GITHUB_TOKEN=ghp-passed" in env and f"HOME={run.workspace}" in env
     assert "DECLARED_NAME" not in plain and "DECLARED_NAME=declared-value" in declared
-    assert report.steps["plain"].attempts[0].sandboxed is True  # auto, and bwrap works here
-    assert " s, sandboxed, " in (run.workspace.parent / "out" / "report.html").read_text()
+    assert report.steps["plain"].attempts[0].layers == list(LAYERS)  # auto, and all work here
+    html = (run.workspace.parent / "out" / "report.html").read_text()
+    assert " s, sandboxed (limits namespaces user no_caps seccomp paths), " in html
 
 
 def test_sandbox_off_runs_unsandboxed_and_the_report_says_so(run) -> None:
     code, output, report = run({"steps": [{"id": "s", "command": "true"}]}, "--sandbox", "off")
     assert code == 0, output
-    assert report.steps["s"].attempts[0].sandboxed is False
-    assert " s, unsandboxed, " in (run.workspace.parent / "out" / "report.html").read_text()
+    assert report.steps["s"].attempts[0].layers == ["limits"]
+    assert (
+        " s, unsandboxed (limits), " in (run.workspace.parent / "out" / "report.html").read_text()
+    )
 
 
 def test_a_manifest_can_only_make_the_sandbox_stricter(run, monkeypatch) -> None:
@@ -115,7 +118,7 @@ def test_without_bubblewrap_auto_says_so_in_one_line_and_runs_unsandboxed(run, m
     assert code == 0, output
     assert "sandbox auto: bubblewrap (bwrap) is not installed" in output
     assert "they run unsandboxed" in output
-    assert report.steps["s"].attempts[0].sandboxed is False and (run.workspace / "ran").exists()
+    assert report.steps["s"].attempts[0].layers == ["limits"] and (run.workspace / "ran").exists()
 
 
 def test_a_replan_keeps_the_manifests_sandbox() -> None:

@@ -17,6 +17,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -28,33 +29,41 @@ sys.path.insert(0, str(Path(__file__).parent))  # importlib mode: let the tests 
 from escape_kit import (  # noqa: E402
     ENV_SECRET,
     KEYS,
+    OPERATOR_FILE,
+    OPERATOR_SECRET,
     PG_ADMIN_URL,
     REPO,
     SERVICE_UID,
     START_TIMEOUT_S,
     Service,
     free_port,
-    readable_by_others,
+    open_for_others,
     serve_command,
     start_victim,
 )
 
 
-@pytest.fixture(scope="module")
-def escape_database() -> Iterator[str]:
-    """A throwaway PostgreSQL database for the module, dropped afterwards."""
+@contextmanager
+def throwaway_database() -> Iterator[str]:
+    """A PostgreSQL database of its own for one server, dropped afterwards."""
     name = f"veriloop_escape_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    yield f"postgresql://postgres@127.0.0.1:5432/{name}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    try:
+        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+    finally:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="module", params=["root", "user"])
-def service(request, escape_database: str) -> Iterator[Service]:
+def service(request) -> Iterator[Service]:
     """``veriloop serve`` as root, or under setpriv as an unprivileged uid owning its data dir."""
-    mode = request.param
+    with throwaway_database() as database_url:
+        yield from _serve(request.param, database_url)
+
+
+def _serve(mode: str, database_url: str) -> Iterator[Service]:
     base = Path(tempfile.mkdtemp(prefix=f"veriloop-escape-{mode}-", dir="/var/tmp"))
     data_dir = base / "data"
     key_file = base / "keys"
@@ -64,13 +73,16 @@ def service(request, escape_database: str) -> Iterator[Service]:
     dotenv.write_text(f"SERVICE_SECRET={ENV_SECRET}\n")
     dotenv.chmod(0o600)
     prefix: list[str] = []
+    opened: dict[Path, int] = {}
     if mode == "user":
-        # The service's own files are its own; the code it runs only needs to be readable.
+        # The service's own files are its own; the code it runs must be reachable by its user
+        # (test setup only: an interpreter under root's 0700 home is not, until opened here).
         for path in (base, key_file, dotenv):
             os.chown(path, SERVICE_UID, SERVICE_UID)
         base.chmod(0o700)
-        for code in (Path(sys.executable), REPO / "veriloop" / "__init__.py"):
-            assert readable_by_others(code.resolve()), f"{code} is not readable by other users"
+        opened = open_for_others(
+            [Path(sys.executable), Path(sys.base_prefix), Path(sys.prefix), REPO]
+        )
         prefix = ["setpriv", f"--reuid={SERVICE_UID}", f"--regid={SERVICE_UID}", "--clear-groups"]
     port = free_port()
     env = {
@@ -87,7 +99,7 @@ def service(request, escape_database: str) -> Iterator[Service]:
     }
     log = (base / "serve.log").open("wb")
     process = subprocess.Popen(
-        [*prefix, *serve_command(port, data_dir, escape_database)],
+        [*prefix, *serve_command(port, data_dir, database_url)],
         cwd=base,
         env=env,
         stdout=log,
@@ -108,6 +120,7 @@ def service(request, escape_database: str) -> Iterator[Service]:
                 pass
             assert time.monotonic() < deadline, "veriloop serve did not answer /healthz"
             time.sleep(0.2)
+        (data_dir / OPERATOR_FILE).write_text(OPERATOR_SECRET)
         service.notes["victim_store"] = start_victim(service)
         yield service
     finally:
@@ -119,3 +132,5 @@ def service(request, escape_database: str) -> Iterator[Service]:
             process.wait(timeout=10)
         log.close()
         shutil.rmtree(base, ignore_errors=True)
+        for folder, original in opened.items():
+            folder.chmod(original)

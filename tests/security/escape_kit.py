@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -24,6 +25,9 @@ KEYS = {"escape-key-tenant-a-0123456789": "tenant_a", "escape-key-tenant-b-98765
 KEY_A, KEY_B = KEYS
 ENV_SECRET = "dotenv-secret-5d1f0c"
 """What the service's ``.env`` (in its working directory) holds."""
+OPERATOR_FILE = "operator-notes.txt"
+OPERATOR_SECRET = "operator-secret-77a0c3"
+"""A file of the operator's in the data directory, and what it holds."""
 VICTIM_SECRET = "tenant-b-secret-8f2e41"
 """What tenant B's run keeps in its workspace (and its snapshot store)."""
 LIMITS = {
@@ -98,18 +102,23 @@ def shell(step_id: str, command: str, **more: Any) -> dict:
     return {"id": step_id, "command": command, "max_retries": 0, **more}
 
 
-def readable_by_others(path: Path) -> bool:
-    """Whether a user of no group of the owner can read ``path`` and traverse to it."""
-    for part in [path, *path.parents]:
-        mode = part.stat().st_mode
-        if not mode & 0o001:
-            return False
-    return bool(path.stat().st_mode & 0o004)
+def open_for_others(paths: list[Path]) -> dict[Path, int]:
+    """Let any user traverse to ``paths`` (the interpreter, the venv, the repository): o+x on each
+    folder leading there that lacks it (such as root's 0700 home with pyenv inside). The modes
+    changed, to restore."""
+    changed: dict[Path, int] = {}
+    for path in paths:
+        for folder in reversed(path.resolve().parents):
+            mode = stat.S_IMODE(folder.stat().st_mode)
+            if not mode & stat.S_IXOTH and folder not in changed:
+                changed[folder] = mode
+                folder.chmod(mode | stat.S_IXOTH)
+    return changed
 
 
 def serve_command(port: int, data_dir: Path, database_url: str) -> list[str]:
-    limits = [f"--step-{name.replace('_', '-')}={value}" for name, value in LIMITS.items()]
-    limits = [o.replace("--step-max-timeout-s", "--max-timeout-s") for o in limits]
+    limits = [f"--limit-{name.replace('_', '-')}={value}" for name, value in LIMITS.items()]
+    limits = [o.replace("--limit-max-timeout-s", "--max-timeout-s") for o in limits]
     return [
         sys.executable,
         "-m",

@@ -18,6 +18,8 @@ from escape_kit import (
     KEY_B,
     KEYS,
     LIMITS,
+    OPERATOR_FILE,
+    OPERATOR_SECRET,
     VICTIM_SECRET,
     Service,
     shell,
@@ -94,15 +96,18 @@ def isolation_probes(service: Service) -> list[dict]:
         shell("shadow", "cat /etc/shadow /etc/gshadow 2>&1; echo read=$?; true"),
         shell(
             "other_runs",
-            f"cat {victim}/secret.txt 2>&1; ls -a {victim} 2>&1; cat {blob} 2>&1; "
-            f"ls -a {store} {store.parent} 2>&1; ls -a {service.workspace_base}/runs 2>&1; "
-            f"echo x > {victim}/planted 2>&1 && echo PLANTED; "
-            f"echo x > {service.workspace_base}/runs/planted 2>&1 && echo PLANTED-RUNS; true",
+            f"cat {victim}/secret.txt {blob} 2>/dev/null; "
+            f"ls -A {victim} {store} 2>/dev/null | sed 's/^/victim-entry:/'; "
+            f"echo runs=$(ls -A {service.workspace_base}/runs 2>/dev/null); "
+            f"echo snapshots=$(ls -A {store.parent} 2>/dev/null); "
+            # What a step writes there lands in its sandbox at most, never on the host.
+            f"echo x > {victim}/planted; echo x > {service.workspace_base}/runs/planted; true",
         ),
         shell(
             "data_dir",
-            f"ls -a {service.data_dir} {service.data_dir}/tmp 2>&1; "
-            f"echo x > {service.data_dir}/planted 2>&1 && echo PLANTED-DATA; true",
+            f"cat {service.data_dir}/{OPERATOR_FILE} 2>/dev/null; "
+            f"echo data=$(ls -A {service.data_dir} 2>/dev/null); "
+            f"echo x > {service.data_dir}/planted 2>/dev/null; true",
         ),
     ]
 
@@ -115,6 +120,12 @@ def limit_probes() -> list[dict]:
         shell("processes", f"python3 -c '{FORK_PROBE}'"),
         shell("file_size", "head -c 16M /dev/zero > big; echo rc=$?; stat -c size=%s big"),
         shell("cpu", "python3 -c 'while True: pass'", timeout_s=100),
+        shell(
+            "disk_outside",  # the sandbox's own folders outside the workspace count too
+            "for i in 1 2 3 4 5 6; do head -c 7M /dev/zero > ../f$i || exit 1; done; "
+            "echo WROTE-ALL",
+            timeout_s=100,
+        ),
         shell(
             "disk",
             "for i in 1 2 3 4 5 6 7 8; do head -c 7M /dev/zero > f$i; sleep 1; done; "
@@ -189,11 +200,18 @@ def test_the_database_socket_and_loopback_are_out_of_reach(isolation) -> None:
 def test_the_key_file_dotenv_and_environment_leak_nothing(isolation, service) -> None:
     out = stdout(isolation, "keys")
     digests = [hashlib.sha256(key.encode()).hexdigest() for key in KEYS]
-    for secret in (*KEYS, *digests, ENV_SECRET, "tenant_a", "OPENAI_API_KEY", "VERILOOP_"):
+    for secret in (*KEYS, *digests, ENV_SECRET, "OPENAI_API_KEY", "VERILOOP_"):
         assert secret not in out, secret
-    # On the host: the key file holds digests only (migrated at start-up), no key in clear.
+    # On the host: the key file holds digests only (migrated at start-up), no key in clear, and
+    # no key is in the service's log or anywhere in its data directory.
     text = service.key_file.read_text()
     assert all(key not in text for key in KEYS) and all(d in text for d in digests)
+    log = (service.base / "serve.log").read_bytes()
+    assert all(key.encode() not in log for key in KEYS)
+    for path in service.data_dir.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            assert all(key.encode() not in data for key in KEYS), path
 
 
 def test_etc_shadow_is_not_readable(isolation) -> None:
@@ -203,8 +221,11 @@ def test_etc_shadow_is_not_readable(isolation) -> None:
 
 def test_another_tenants_run_folder_and_snapshots_are_out_of_reach(isolation, service) -> None:
     out = stdout(isolation, "other_runs")
-    assert VICTIM_SECRET not in out, out
-    assert "tenant_b" not in out and "PLANTED" not in out, out
+    seen = values(out)
+    assert VICTIM_SECRET not in out and "victim-entry:" not in out, out
+    own = service.run_folder("tenant_a", "probes").name
+    assert seen["runs"] == own, seen  # its own folder, nothing beside it
+    assert "tenant_b" not in seen["snapshots"], seen
     victim = service.run_folder("tenant_b", service.victim_run)
     assert not (victim / "planted").exists()
     assert not (service.workspace_base / "runs" / "planted").exists()
@@ -214,7 +235,10 @@ def test_another_tenants_run_folder_and_snapshots_are_out_of_reach(isolation, se
 
 def test_the_data_dir_is_out_of_reach_and_private(isolation, service) -> None:
     out = stdout(isolation, "data_dir")
-    assert "PLANTED-DATA" not in out and "workspace" not in out, out
+    seen = values(out)
+    assert OPERATOR_SECRET not in out, out
+    # At most the empty folders leading to the step's own workspace.
+    assert seen["data"] in ("", "workspace"), seen
     assert not (service.data_dir / "planted").exists()
     for folder in (service.data_dir, service.data_dir / "tmp", service.workspace_base / "runs"):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
@@ -251,6 +275,11 @@ def test_disk_is_limited(limits) -> None:
     assert step["status"] != "completed"
     assert "WROTE-ALL" not in stdout(limits, "disk")
     assert "disk" in (step["attempts"][-1]["error"] or "").lower(), step["attempts"][-1]
+
+
+def test_nothing_outside_the_workspace_takes_more_than_the_disk_limit(limits) -> None:
+    out = stdout(limits, "disk_outside")
+    assert "WROTE-ALL" not in out, out
 
 
 def test_a_timeout_past_the_operators_maximum_is_refused_at_submission(service) -> None:

@@ -12,9 +12,13 @@ from pathlib import Path
 
 import pytest
 from service_testkit import python_step, wait_for_run
+from typer.testing import CliRunner
 
+from veriloop.cli import app
+from veriloop.engines.plan.confinement.limits import MIB, Limits
+from veriloop.engines.plan.confinement.sandbox import LAYERS
 from veriloop.schemas.plan_outputs import ManifestDraft, StepDraft
-from veriloop.server.settings import Settings
+from veriloop.server.settings import CONFINEMENT_SETTINGS, Settings
 
 SECRET = "sk-service-secret-0123456789"
 
@@ -133,13 +137,14 @@ def test_a_sandboxed_step_cannot_read_the_service_environment_write_outside_or_o
     report = wait_for_run(client, response.json()["runId"])
     step = report["steps"]["attack"]
     assert step["status"] == "completed", step
-    assert step["attempts"][0]["sandboxed"] is True
+    assert step["attempts"][0]["layers"] == list(LAYERS)
     stdout = step["output"]["stdout"]
     [artifact] = (workspace / "runs").glob("*/artifact.txt")  # the run's own folder
     assert artifact.read_text() == "built\n"
     assert stdout.splitlines() == ["0", "done"]  # no variable, no environ, no write, no socket
     assert SECRET not in str(report) and os.environ["OPENAI_API_KEY"] not in str(report)
-    assert "Read-only file system" in step["output"]["stderr"]
+    # The folder outside the workspace is not even there (the sandbox shows an allowlist of paths).
+    assert f"cannot create {outside}/escaped.txt: Directory nonexistent" in step["output"]["stderr"]
     assert not (outside / "escaped.txt").exists()
     assert not accepted
     shutil.rmtree(outside)
@@ -178,3 +183,61 @@ def test_a_model_written_command_approved_by_the_caller_still_does_not_run_when_
     assert step["verificationStatus"] == "execution_failed"
     assert "plan_shell=off" in step["diagnosis"]
     assert not list(workspace.rglob("leaked.txt"))
+
+
+def test_a_manifest_over_the_operators_maximum_timeout_is_refused_at_submission(
+    workspace, thread_server, sqlite_settings
+) -> None:
+    settings = dataclasses.replace(sqlite_settings, plan_shell="sandboxed", max_timeout_s=60)
+    client = thread_server(settings).client()
+    manifest = {
+        "steps": [
+            {"id": "fine", "command": "true", "timeout_s": 60},
+            {
+                "id": "outer",
+                "plan": {"steps": [{"id": "slow", "command": "true", "timeout_s": 1e8}]},
+            },
+        ]
+    }
+    expected = (
+        "plan step 'outer': step 'slow' asks for timeout_s 1e+08, over this service's maximum of "
+        "60 s (max_timeout_s, veriloop serve --max-timeout-s)"
+    )
+    response = client.post("/api/plans", json={"manifest": manifest, "runId": "r1"})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["msg"].endswith(expected)
+    assert client.get("/api/plans/r1").status_code == 404
+    check = client.post("/api/plans/validate", json={"manifest": manifest}).json()
+    assert check["runnable"] is False
+    assert [f["message"] for f in check["critique"]["findings"] if f["rule"] == "max_timeout"] == [
+        expected
+    ]
+    fine = {"steps": [{"id": "fine", "command": "true", "timeout_s": 60}]}
+    assert client.post("/api/plans/validate", json={"manifest": fine}).json()["runnable"] is True
+
+
+def test_the_confinement_options_of_serve_reach_the_plan_context(monkeypatch, tmp_path) -> None:
+    import veriloop.server.main
+
+    for name in CONFINEMENT_SETTINGS:
+        monkeypatch.setenv(f"VERILOOP_{name.upper()}", "")  # unset, and restored after the test
+    started = []
+    monkeypatch.setattr(veriloop.server.main, "serve", lambda **kw: started.append(kw))
+    options = ["--sandbox-ro", str(tmp_path), "--sandbox-ro", "/opt/tools", "--step-uid", "62001"]
+    options += ["--limit-memory-mb", "512", "--limit-processes", "64", "--limit-cpu-s", "30"]
+    options += ["--limit-file-mb", "100", "--limit-open-files", "256", "--limit-disk-mb", "300"]
+    options += ["--max-timeout-s", "90", "--database-url", f"sqlite:///{tmp_path}/db.sqlite"]
+    result = CliRunner().invoke(app, ["serve", *options])
+    assert result.exit_code == 0 and started, result.output
+    context = Settings.from_env().plan_context()
+    assert context.sandbox_ro == f"{tmp_path}:/opt/tools"
+    assert (context.step_uid, context.step_gid, context.max_timeout_s) == (62001, 61000, 90.0)
+    assert context.step_limits() == Limits(
+        memory_bytes=512 * MIB,
+        processes=64,
+        cpu_s=30,
+        file_bytes=100 * MIB,
+        open_files=256,
+        disk_bytes=300 * MIB,
+    )
+    assert Settings().plan_context().max_timeout_s == 3600  # the service's default maximum

@@ -3,6 +3,8 @@
 Every process a plan run starts (shell steps, command checks, test runs) goes through
 :func:`run_command`, which asks :func:`~veriloop.engines.plan.confinement.sandbox.launch` how to
 start it (user, capabilities, seccomp, paths, limits) and kills its whole tree when it ends.
+While it runs, the size of its writable folders is read every :data:`DISK_POLL_S` seconds: past
+the step's disk limit the tree is killed and the run says why (:attr:`CommandRun.stopped`).
 """
 
 from __future__ import annotations
@@ -17,11 +19,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from veriloop.engines.plan.confinement.sandbox import DEFAULT_CONFINEMENT, Confinement, launch
+from veriloop.engines.plan.confinement.limits import describe_bytes, folder_bytes
+from veriloop.engines.plan.confinement.sandbox import (
+    DEFAULT_CONFINEMENT,
+    Confinement,
+    Layer,
+    launch,
+)
 from veriloop.engines.plan.leftovers import strip_privilege_bits
 
 OUTPUT_TAIL_CHARS = 20_000
 """How much of a command's combined stdout/stderr is kept (its end, where the summary is)."""
+DISK_POLL_S = 0.5
+"""How often the writable folders' size is read while a command runs (at least; a large folder
+is read less often, so the reading never takes more than a tenth of the time)."""
 
 
 @dataclass
@@ -33,8 +44,10 @@ class CommandRun:
     output: str
     stderr: str = ""
     """The tail of standard error when it was kept apart (otherwise it is in ``output``)."""
-    sandboxed: bool = False
-    """The command ran in bubblewrap."""
+    layers: tuple[Layer, ...] = ()
+    """The confinement layers it ran under (see :data:`~.sandbox.LAYERS`)."""
+    stopped: str | None = None
+    """Why it was stopped before it ended (a limit it went past); None: it ended, or timed out."""
 
 
 async def run_command(
@@ -75,23 +88,33 @@ async def run_command(
         lambda: (tempfile.TemporaryFile(), tempfile.TemporaryFile())
     )
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *how.argv,
-            "-c",
-            command,
-            cwd=str(workspace),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=sink,
-            stderr=errors if split_stderr else asyncio.subprocess.STDOUT,
-            start_new_session=True,
-            env=how.env,
-        )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *how.argv,
+                "-c",
+                command,
+                cwd=str(workspace),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=sink,
+                stderr=errors if split_stderr else asyncio.subprocess.STDOUT,
+                start_new_session=True,
+                env=how.env,
+                pass_fds=how.pass_fds,
+            )
+        finally:
+            for fd in how.pass_fds:
+                os.close(fd)
         timed_out = False
+        stopped = None
         try:
             try:
-                await asyncio.wait_for(proc.wait(), timeout=timeout_s)
+                stopped = await asyncio.wait_for(
+                    _watch_disk(proc, [Path(workspace), *map(Path, writable)], confinement),
+                    timeout=timeout_s,
+                )
             except TimeoutError:
                 timed_out = True
+            if timed_out or stopped:
                 _kill_group(proc.pid)
                 await proc.wait()
         finally:
@@ -106,9 +129,36 @@ async def run_command(
         errors.close()
     if timed_out:
         output += f"\n[killed after {timeout_s:g} s]"
+    elif stopped:
+        output += f"\n[stopped: {stopped}]"
     return CommandRun(
-        None if timed_out else proc.returncode, timed_out, output, stderr, sandboxed=how.sandboxed
+        None if timed_out or stopped else proc.returncode,
+        timed_out,
+        output,
+        stderr,
+        layers=how.layers,
+        stopped=stopped,
     )
+
+
+async def _watch_disk(
+    proc: asyncio.subprocess.Process, folders: list[Path], confinement: Confinement
+) -> str | None:
+    """Wait for ``proc``; None when it ended, the reason when ``folders`` outgrew the disk limit."""
+    limit = confinement.limits.disk_bytes
+    loop = asyncio.get_running_loop()
+    pause = DISK_POLL_S
+    while True:
+        try:
+            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=pause)
+            return None
+        except TimeoutError:
+            pass
+        started = loop.time()
+        used = await asyncio.to_thread(folder_bytes, folders)
+        if used > limit:
+            return f"the workspace grew past the step's disk limit of {describe_bytes(limit)}"
+        pause = max(DISK_POLL_S, 10 * (loop.time() - started))
 
 
 def _tail(sink: Any, limit: int) -> str:

@@ -436,6 +436,8 @@ async def _command_check(
     output = truncate_middle(run.output, CHECK_OUTPUT_CHARS)
     if run.timed_out:
         diagnosis = f"`{command}` did not finish within {timeout_s:g} s"
+    elif run.stopped:
+        diagnosis = f"`{command}` was stopped: {run.stopped}"
     elif run.exit_code != 0:
         diagnosis = f"`{command}` exited with status {run.exit_code}"
     else:

@@ -67,12 +67,17 @@ _PYTEST = re.compile(
 _REAL_PYTEST = (
     "import os, sys, pytest; sys.path.insert(0, os.getcwd()); sys.exit(pytest.console_main())"
 )
+REPORTER_PLUGIN = Path(__file__).with_name("pytest_reporter.py")
+"""The reporter's file: the sandbox shows it (read-only) and nothing else of veriloop."""
 _REPORTING_PYTEST = (
-    "import os, sys, pytest; from veriloop.engines.plan.judge.pytest_reporter import Reporter; "
-    "reporter = Reporter.attach({fd}); sys.path.insert(0, os.getcwd()); "
+    "import importlib.util as u, os, sys, pytest; "
+    "s = u.spec_from_file_location('veriloop_pytest_reporter', {path}); "
+    "m = sys.modules[s.name] = u.module_from_spec(s); s.loader.exec_module(m); "
+    "reporter = m.Reporter.attach({fd}); sys.path.insert(0, os.getcwd()); "
     "sys.exit(int(pytest.main(plugins=[reporter])))"
-)
-"""``_REAL_PYTEST`` with the per-test reporter on the descriptor the shell opened as ``{fd}``."""
+).replace("{path}", repr(str(REPORTER_PLUGIN)))
+"""``_REAL_PYTEST`` with the per-test reporter (loaded from its file) on the descriptor the shell
+opened as ``{fd}``."""
 MAX_CHANNEL_BYTES = 20_000_000
 """Per-test reports beyond this are dropped (and the run counts as tampered)."""
 _SUMMARY = re.compile(r"^=*\s*((?:\d+ [a-z]+(?:, )?)+)(?: in [0-9.]+s.*)?\s*=*\s*$", re.MULTILINE)
@@ -207,6 +212,7 @@ async def run_tests(
             env=env,
             confinement=confinement,
             writable=(Path(tmpdir),),
+            readonly=(REPORTER_PLUGIN,) if channel is not None else (),
         )
         # pytest's "generated xml file: <our temporary path>" line is our plumbing, not test output.
         output = "\n".join(line for line in run.output.split("\n") if str(junit) not in line)
