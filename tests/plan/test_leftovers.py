@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from veriloop.context import PlanContext
+from veriloop.engines.plan.confinement.limits import folder_bytes
 from veriloop.engines.plan.confinement.process import run_command
 from veriloop.engines.plan.judge.snapshot import (
     SnapshotLimitExceeded,
     StoreScope,
-    folder_bytes,
     read_blob,
     store_scope,
     take_snapshot,
@@ -83,20 +83,21 @@ def test_the_snapshot_store_caps_refuse_past_them(tmp_path) -> None:
     (work / "a.py").write_bytes(b"a" * 3000)
     (work / "b.py").write_bytes(b"b" * 3000)
     stores = tmp_path / "snapshots"
-    with store_scope(StoreScope(stores / "run1", 10_000, 100_000)):
+    with store_scope(StoreScope(stores / "run1", 1 << 20, 1 << 20)):
         tree, _ = take_snapshot(work)
         assert read_blob(tree["a.py"]) == b"a" * 3000
-    assert folder_bytes(stores / "run1") == 6000
+    used = folder_bytes([stores / "run1"])  # the two blobs, as the disk holds them
+    assert used >= 6000
     (work / "c.py").write_bytes(b"c" * 5000)
     with (
-        store_scope(StoreScope(stores / "run1", 10_000, 100_000)),
-        pytest.raises(SnapshotLimitExceeded, match="past its cap of 10000"),
+        store_scope(StoreScope(stores / "run1", used + 100, 1 << 20)),
+        pytest.raises(SnapshotLimitExceeded, match=f"past its cap of {used + 100}"),
     ):
         take_snapshot(work)
     # Another run has room of its own, but not past the total of every run's stores.
     with (
-        store_scope(StoreScope(stores / "run2", 100_000, 15_000)),
-        pytest.raises(SnapshotLimitExceeded, match="past the total cap of 15000"),
+        store_scope(StoreScope(stores / "run2", 1 << 20, used + 100)),
+        pytest.raises(SnapshotLimitExceeded, match=f"past the total cap of {used + 100}"),
     ):
         take_snapshot(work)
 

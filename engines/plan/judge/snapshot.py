@@ -30,6 +30,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
+from veriloop.engines.plan.confinement.limits import folder_bytes
 from veriloop.engines.plan.judge.testrun import workspace_files
 
 STORE = Path(tempfile.gettempdir()) / "veriloop-snapshots"
@@ -69,9 +70,9 @@ class StoreScope:
     path: Path
     """The run's store (content-addressed like :data:`STORE`), removed with the run."""
     max_run_bytes: int
-    """Most bytes the run's store may hold."""
+    """Most bytes the run's store may take on disk."""
     max_total_bytes: int
-    """Most bytes every store in ``path``'s parent folder may hold together (all runs)."""
+    """Most bytes every store in ``path``'s parent folder may take on disk together (all runs)."""
 
 
 _scope: ContextVar[StoreScope | None] = ContextVar("veriloop_snapshot_store", default=None)
@@ -96,23 +97,13 @@ def active_store(store: Path | None = None) -> Path:
     return scope.path if scope is not None else STORE
 
 
-def folder_bytes(folder: Path) -> int:
-    """Bytes of the regular files under ``folder`` (symbolic links not followed)."""
-    total = 0
-    for root, _dirs, files in os.walk(folder):
-        for name in files:
-            with contextlib.suppress(FileNotFoundError):
-                total += os.lstat(os.path.join(root, name)).st_size
-    return total
-
-
 class _Budget:
     """What a scope's caps leave for new blobs, counted once per snapshot."""
 
     def __init__(self, scope: StoreScope | None) -> None:
         self.scope = scope
-        self.run = folder_bytes(scope.path) if scope else 0
-        self.total = folder_bytes(scope.path.parent) if scope else 0
+        self.run = folder_bytes([scope.path]) if scope else 0
+        self.total = folder_bytes([scope.path.parent]) if scope else 0
 
     def take(self, size: int) -> None:
         scope = self.scope
@@ -280,7 +271,6 @@ __all__ = [
     "active_store",
     "changed_files",
     "current_tree",
-    "folder_bytes",
     "materialize",
     "prune",
     "read_blob",
