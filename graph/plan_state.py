@@ -166,7 +166,8 @@ class StepState(StepInput, StepOutput, total=False):
     prompt: Annotated[str, per_revision()]
     """What the executor gets on the next attempt: the task, then corrective prompts."""
     baseline: Annotated[dict[str, Any], per_revision()]
-    """The pre-step tree (copies in the snapshot store) and fingerprints of tests and check scripts."""
+    """The pre-step tree (copies in the snapshot store) and fingerprints of tests and check scripts;
+    ``{"refused": reason}`` when no snapshot could be stored (the step fails with the reason)."""
     commands_approved: bool
     """A person approved this model-written step's commands (or none needed approval)."""
     execution: Annotated[dict[str, Any], per_revision()]

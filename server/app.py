@@ -27,6 +27,7 @@ from veriloop.graph.builder import build_graph
 from veriloop.llm.base import LLMUnavailable
 from veriloop.llm.endpoint import model_configured
 from veriloop.page_processes import shutdown_page_processes
+from veriloop.plans import RunFiles
 from veriloop.schemas.api import (
     ErrorBody,
     InteractRequest,
@@ -109,6 +110,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 plan_shell=settings.plan_shell,
                 manifest_limits=settings.manifest_limits,
                 model_ready=model_configured(),
+                files=RunFiles(
+                    keep=settings.keep_workspaces,
+                    snapshot_run_bytes=settings.snapshot_run_bytes,
+                    snapshot_total_bytes=settings.snapshot_total_bytes,
+                ),
             )
             try:
                 yield
@@ -123,7 +129,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.api_keys = dict(settings.api_keys)
+    app.state.api_keys = settings.api_keys
     app.router.route_class = PageBodyRoute
     _add_routes(app)
     app.include_router(plans_router)

@@ -41,7 +41,13 @@ from veriloop.engines.plan.judge.checks import truncate_middle
 from veriloop.engines.plan.manifest import ManifestError, ManifestLimits, load_manifest
 from veriloop.engines.plan.requirements import why_model_needed
 from veriloop.llm.base import LLMUnavailable
-from veriloop.plans import NoPendingReviewError, PlanRunner, UnknownRunError, check_manifest
+from veriloop.plans import (
+    NoPendingReviewError,
+    PlanRunner,
+    RunFiles,
+    UnknownRunError,
+    check_manifest,
+)
 from veriloop.schemas.api import (
     RUN_ID_PATTERN,
     ErrorBody,
@@ -86,6 +92,8 @@ NO_MODEL = (
     "this service has no model (set OPENAI_API_KEY or OPENAI_BASE_URL where it runs, or start "
     "it with veriloop serve --scripted for canned answers)"
 )
+SERVICE_RUN_FILES = RunFiles(keep=False)
+"""A finished run's folder and snapshot store are removed (``veriloop serve --keep-workspaces``)."""
 
 Tenant = Annotated[str, Depends(current_tenant)]
 RunId = Annotated[str, Path(description="The plan run's id.", pattern=RUN_ID_PATTERN)]
@@ -211,11 +219,14 @@ class PlanService:
         manifest_limits: ManifestLimits,
         plan_shell: PlanShell = "off",
         model_ready: bool = True,
+        files: RunFiles = SERVICE_RUN_FILES,
     ) -> None:
         """``model_ready``: the service has a model (steps that need one can run)."""
         self.model_ready = model_ready
         # Each run in a folder of its own: one tenant's run never sees another's files.
-        self.runner = PlanRunner(checkpointer, context=context, workspace_per_run=True)
+        self.runner = PlanRunner(
+            checkpointer, context=context, workspace_per_run=True, run_files=files
+        )
         self.plan_shell = plan_shell
         if plan_shell == "sandboxed" and (why := bwrap_problem()):
             log.warning("plan_shell=sandboxed, but %s: plan steps that start processes fail", why)

@@ -9,9 +9,13 @@ from pathlib import Path
 from typing import get_args
 
 from veriloop.context import PlanContext
+from veriloop.engines.plan.judge.snapshot import (
+    DEFAULT_SNAPSHOT_RUN_BYTES,
+    DEFAULT_SNAPSHOT_TOTAL_BYTES,
+)
 from veriloop.engines.plan.manifest import ManifestLimits
 from veriloop.schemas.manifest import PlanShell
-from veriloop.server.tenants import load_api_keys
+from veriloop.server.tenants import ApiKeys, load_api_keys
 
 DEFAULT_DATABASE_URL = "sqlite:///veriloop.sqlite"
 """One SQLite file in the working directory: the embedded default (one process)."""
@@ -29,8 +33,9 @@ class Settings:
 
     database_url: str = DEFAULT_DATABASE_URL
     """``sqlite:///path`` (or a bare path) for one file; ``postgresql://...`` for many processes."""
-    api_keys: Mapping[str, str] = field(default_factory=dict)
-    """API key -> tenant. Empty: one local tenant, no authentication."""
+    api_keys: Mapping[str, str] = field(default_factory=ApiKeys)
+    """API key -> tenant, given in clear or as ``sha256:<hex>`` and kept as digests only
+    (:class:`ApiKeys`). Empty: one local tenant, no authentication."""
     max_dom_bytes: int = 5_000_000
     """Larger DOMs answer 413."""
     retry_after_s: int = 5
@@ -70,8 +75,15 @@ class Settings:
     """What a step's workspace may hold, MiB."""
     max_timeout_s: float = 3600.0
     """The longest ``timeout_s`` a manifest may ask for; more is a 422."""
+    keep_workspaces: bool = False
+    """Keep a finished plan run's folder and snapshot store (False: removed when it finishes)."""
+    snapshot_run_bytes: int = DEFAULT_SNAPSHOT_RUN_BYTES
+    """Most bytes of pre-step copies one plan run may store; past it the step fails."""
+    snapshot_total_bytes: int = DEFAULT_SNAPSHOT_TOTAL_BYTES
+    """Most bytes of pre-step copies all plan runs together may store; past it the step fails."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "api_keys", ApiKeys.of(self.api_keys))
         if self.plan_shell not in get_args(PlanShell):
             raise ValueError(
                 f"plan_shell (VERILOOP_PLAN_SHELL): {self.plan_shell!r} is not one of "
@@ -140,6 +152,14 @@ class Settings:
                 for name in CONFINEMENT_SETTINGS
                 if env.get(f"VERILOOP_{name.upper()}")
             },
+            keep_workspaces=(env.get("VERILOOP_KEEP_WORKSPACES") or "").strip().lower()
+            in ("1", "true", "yes", "on"),
+            snapshot_run_bytes=int(
+                env.get("VERILOOP_SNAPSHOT_RUN_BYTES") or defaults.snapshot_run_bytes
+            ),
+            snapshot_total_bytes=int(
+                env.get("VERILOOP_SNAPSHOT_TOTAL_BYTES") or defaults.snapshot_total_bytes
+            ),
         )
 
 

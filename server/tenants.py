@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
-from collections.abc import Mapping
+import os
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated
 
@@ -25,8 +28,72 @@ class TenantConfigError(ValueError):
     """The API key configuration cannot be read."""
 
 
-def parse_api_keys(text: str, *, source: str = "VERILOOP_API_KEYS") -> dict[str, str]:
-    """``"key1:tenantA,key2:tenantB"`` (commas or newlines; ``#`` starts a comment) -> {key: tenant}."""
+HASH_PREFIX = "sha256:"
+"""A key given as its hash: ``sha256:<64 hex digits>:tenant`` (what a migrated key file holds)."""
+_HEX = frozenset("0123456789abcdef")
+
+
+def key_digest(key: str) -> str:
+    """The sha256 of an API key, hexadecimal: the only form the service keeps."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _given_digest(key: str) -> str | None:
+    """The digest of a key written as ``sha256:<hex>``, else None (a clear key)."""
+    digest = key.removeprefix(HASH_PREFIX).lower()
+    if key.startswith(HASH_PREFIX) and len(digest) == 64 and set(digest) <= _HEX:
+        return digest
+    return None
+
+
+def _stored_form(key: str) -> str:
+    """A configured key's digest: as given when written as ``sha256:<hex>``, else its hash."""
+    return _given_digest(key) or key_digest(key)
+
+
+class ApiKeys(Mapping[str, str]):
+    """API keys -> tenants, held as sha256 digests only (``{digest: tenant}``).
+
+    A key is checked by hashing what the caller sent and comparing it with every digest in
+    constant time (:func:`hmac.compare_digest`); no key is kept in clear, so nothing the service
+    stores, logs or dumps holds one."""
+
+    def __init__(self, digests: Mapping[str, str] | None = None) -> None:
+        self._digests: dict[str, str] = dict(digests or {})
+
+    @classmethod
+    def of(cls, keys: Mapping[str, str]) -> ApiKeys:
+        """``keys`` (clear keys or ``sha256:<hex>`` digests -> tenant) hashed; ApiKeys unchanged."""
+        if isinstance(keys, ApiKeys):
+            return keys
+        return cls({_stored_form(key): tenant for key, tenant in keys.items()})
+
+    def tenant(self, key: str) -> str | None:
+        """The tenant of ``key``, or None; every digest is compared, in constant time."""
+        digest = key_digest(key).encode()
+        found = None
+        for stored, tenant in self._digests.items():
+            if hmac.compare_digest(stored.encode(), digest):
+                found = tenant
+        return found
+
+    def __getitem__(self, digest: str) -> str:
+        return self._digests[digest]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._digests)
+
+    def __len__(self) -> int:
+        return len(self._digests)
+
+    def __repr__(self) -> str:
+        return f"ApiKeys({len(self)} key(s) for {len(set(self.values()))} tenant(s))"
+
+
+def parse_api_keys(text: str, *, source: str = "VERILOOP_API_KEYS") -> ApiKeys:
+    """``"key1:tenantA,key2:tenantB"`` (commas or newlines; ``#`` starts a comment) -> their digests.
+
+    A key may be given as its hash, ``sha256:<64 hex digits>``; either way only digests come back."""
     keys: dict[str, str] = {}
     for raw in text.replace(",", "\n").splitlines():
         entry = raw.split("#", 1)[0].strip()
@@ -35,30 +102,75 @@ def parse_api_keys(text: str, *, source: str = "VERILOOP_API_KEYS") -> dict[str,
         key, sep, tenant = entry.rpartition(":")
         key, tenant = key.strip(), tenant.strip()
         if not sep or not key or not tenant:
-            raise TenantConfigError(f"{source}: expected 'key:tenant', got {entry[:40]!r}")
+            raise TenantConfigError(f"{source}: expected 'key:tenant', got {_redacted(entry)}")
         if "." in tenant:
             raise TenantConfigError(f"{source}: tenant names cannot contain '.', got {tenant!r}")
-        if keys.get(key, tenant) != tenant:
+        digest = _stored_form(key)
+        if keys.get(digest, tenant) != tenant:
             raise TenantConfigError(
-                f"{source}: one key is given to two tenants ({keys[key]!r}, {tenant!r})"
+                f"{source}: one key is given to two tenants ({keys[digest]!r}, {tenant!r})"
             )
-        keys[key] = tenant
-    return keys
+        keys[digest] = tenant
+    return ApiKeys(keys)
 
 
-def load_api_keys(env_value: str | None, file: Path | None) -> dict[str, str]:
-    """Keys from the environment variable and from a file (same format), merged."""
-    keys = parse_api_keys(env_value or "")
+def load_api_keys(env_value: str | None, file: Path | None) -> ApiKeys:
+    """Keys from the environment variable and from a file (same format), merged, as digests.
+
+    A file that holds keys in clear is rewritten with their digests (``sha256:<hex>:tenant``,
+    comments kept, mode 0600): the clear keys are the callers' to keep, not the service's."""
+    keys = dict(parse_api_keys(env_value or ""))
     if file is not None:
         try:
             text = file.read_text()
         except OSError as exc:
             raise TenantConfigError(f"VERILOOP_API_KEYS_FILE: cannot read {file}: {exc}") from exc
-        for key, tenant in parse_api_keys(text, source=str(file)).items():
-            if keys.get(key, tenant) != tenant:
+        for digest, tenant in parse_api_keys(text, source=str(file)).items():
+            if keys.get(digest, tenant) != tenant:
                 raise TenantConfigError(f"{file}: one key is given to two tenants")
-            keys[key] = tenant
-    return keys
+            keys[digest] = tenant
+        migrate_key_file(file, text)
+    return ApiKeys(keys)
+
+
+def migrate_key_file(file: Path, text: str) -> int:
+    """Rewrite ``file`` (whose content is ``text``) with every clear key replaced by its digest;
+    how many were replaced (0: the file is left as it is). A file the service may not write is
+    left too, with a warning."""
+    lines, replaced = [], 0
+    for line in text.splitlines(keepends=True):
+        body, hash_mark, comment = line.partition("#")
+        parts = []
+        for entry in body.split(","):
+            key, sep, tenant = entry.rpartition(":")
+            stripped = key.strip()
+            if sep and stripped and _given_digest(stripped) is None:
+                lead = key[: len(key) - len(key.lstrip())]
+                entry = f"{lead}{HASH_PREFIX}{key_digest(stripped)}:{tenant}"
+                replaced += 1
+            parts.append(entry)
+        lines.append(",".join(parts) + hash_mark + comment)
+    if not replaced:
+        return 0
+    temp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write("".join(lines))
+        os.replace(temp, file)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        log.warning(
+            "%s holds %d API key(s) in clear and cannot be rewritten: %s", file, replaced, exc
+        )
+        return 0
+    log.warning("%s: %d API key(s) in clear replaced by their sha256 digests", file, replaced)
+    return replaced
+
+
+def _redacted(entry: str) -> str:
+    """A configuration entry for an error message, with no more than a key's first characters."""
+    return repr(entry[:4] + "...") if len(entry) > 4 else repr(entry)
 
 
 def warn_if_open(api_keys: Mapping[str, str]) -> None:
@@ -98,7 +210,7 @@ def tenant_for(api_keys: Mapping[str, str], key: str | None) -> str:
             "missing API key: send X-API-Key or Authorization: Bearer",
             {"WWW-Authenticate": "Bearer"},
         )
-    tenant = api_keys.get(key)
+    tenant = ApiKeys.of(api_keys).tenant(key)
     if tenant is None:
         raise HTTPException(401, "unknown API key", {"WWW-Authenticate": "Bearer"})
     return tenant

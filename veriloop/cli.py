@@ -348,8 +348,9 @@ def serve(
         typer.Option(
             "--data-dir",
             envvar=DATA_DIR_ENV,
-            help="Where the default SQLite database lives (default $XDG_DATA_HOME/veriloop, "
-            "i.e. ~/.local/share/veriloop).",
+            help="The service's own folder, made 0700: the default SQLite database, plan runs' "
+            "folders and snapshots (workspace/, unless VERILOOP_WORKSPACE is set) and temporary "
+            "files (tmp/, TMPDIR). Default $XDG_DATA_HOME/veriloop, i.e. ~/.local/share/veriloop.",
         ),
     ] = None,
     plan_shell: Annotated[
@@ -360,9 +361,12 @@ def serve(
             help="Whether plans posted over HTTP may run shell steps, command checks and tests: "
             "off (default: such a manifest is a 422), sandboxed (every confinement layer: its own "
             "uid, no capabilities, seccomp, no network, only the system folders, the interpreter "
-            "and its workspace in sight, limits; see docs/plans.md) or host (only the limits and "
-            "a scrubbed environment: the step runs as the service's user and reads all it can "
-            "read; for a trusted single user).",
+            "and its workspace in sight, limits; see docs/plans.md) or host: for a trusted single "
+            "user only. host applies only the limits and a scrubbed environment and leaves open "
+            "everything the service's user can do: read and write its files (the data directory, "
+            "key files, other runs' folders), the network and local sockets (the database), its "
+            "other processes, its privileges (root stays root: no step user, capabilities or "
+            "seccomp filter) (docs/service.md, Security).",
         ),
     ] = None,
     sandbox_ro: Annotated[
@@ -417,6 +421,33 @@ def serve(
             "0: no maximum).",
         ),
     ] = None,
+    keep_workspaces: Annotated[
+        bool,
+        typer.Option(
+            "--keep-workspaces",
+            envvar="VERILOOP_KEEP_WORKSPACES",
+            help="Keep a finished plan run's folder and snapshots (default: removed when it "
+            "finishes; a run waiting for a review keeps them).",
+        ),
+    ] = False,
+    snapshot_run_bytes: Annotated[
+        int | None,
+        typer.Option(
+            "--snapshot-run-bytes",
+            min=1,
+            help="Most bytes of pre-step copies one plan run may store (default "
+            "VERILOOP_SNAPSHOT_RUN_BYTES, else 1 GiB); past it the step fails.",
+        ),
+    ] = None,
+    snapshot_total_bytes: Annotated[
+        int | None,
+        typer.Option(
+            "--snapshot-total-bytes",
+            min=1,
+            help="Most bytes of pre-step copies all plan runs together may store (default "
+            "VERILOOP_SNAPSHOT_TOTAL_BYTES, else 8 GiB); past it the step fails.",
+        ),
+    ] = None,
     max_manifest_steps: Annotated[
         int | None,
         typer.Option(
@@ -428,36 +459,32 @@ def serve(
     ] = None,
 ) -> None:
     """Serve the interact API (POST /api/agent/interact) and the task API."""
+    from veriloop.server.data_dir import use_data_dir
     from veriloop.server.main import serve as serve_api
 
     # Workers read their settings from the environment.
-    if plan_shell:
-        os.environ["VERILOOP_PLAN_SHELL"] = plan_shell
-    if max_manifest_steps is not None:
-        os.environ["VERILOOP_MAX_MANIFEST_STEPS"] = str(max_manifest_steps)
-    if sandbox_ro:
-        os.environ["VERILOOP_SANDBOX_RO"] = ":".join(str(path.resolve()) for path in sandbox_ro)
-    confinement = {
-        "step_uid": step_uid,
-        "step_gid": step_gid,
-        "limit_memory_mb": limit_memory_mb,
-        "limit_processes": limit_processes,
-        "limit_cpu_s": limit_cpu_s,
-        "limit_file_mb": limit_file_mb,
-        "limit_open_files": limit_open_files,
-        "limit_disk_mb": limit_disk_mb,
-        "max_timeout_s": max_timeout_s,
+    options = {
+        "VERILOOP_PLAN_SHELL": plan_shell,
+        "VERILOOP_MAX_MANIFEST_STEPS": max_manifest_steps,
+        "VERILOOP_SANDBOX_RO": ":".join(str(path.resolve()) for path in sandbox_ro or ()) or None,
+        "VERILOOP_STEP_UID": step_uid,
+        "VERILOOP_STEP_GID": step_gid,
+        "VERILOOP_LIMIT_MEMORY_MB": limit_memory_mb,
+        "VERILOOP_LIMIT_PROCESSES": limit_processes,
+        "VERILOOP_LIMIT_CPU_S": limit_cpu_s,
+        "VERILOOP_LIMIT_FILE_MB": limit_file_mb,
+        "VERILOOP_LIMIT_OPEN_FILES": limit_open_files,
+        "VERILOOP_LIMIT_DISK_MB": limit_disk_mb,
+        "VERILOOP_MAX_TIMEOUT_S": None if max_timeout_s is None else f"{max_timeout_s:g}",
+        "VERILOOP_KEEP_WORKSPACES": "1" if keep_workspaces else None,
+        "VERILOOP_SNAPSHOT_RUN_BYTES": snapshot_run_bytes,
+        "VERILOOP_SNAPSHOT_TOTAL_BYTES": snapshot_total_bytes,
     }
-    for name, value in confinement.items():
-        if value is not None:
-            os.environ[f"VERILOOP_{name.upper()}"] = (
-                f"{value:g}" if isinstance(value, float) else str(value)
-            )
+    os.environ.update({name: str(value) for name, value in options.items() if value is not None})
 
+    folder = use_data_dir(data_dir or default_data_dir())
     if not database_url and not os.environ.get("VERILOOP_DATABASE_URL"):
-        folder = data_dir or default_data_dir()
-        folder.mkdir(parents=True, exist_ok=True)
-        database_url = f"sqlite:///{(folder / 'veriloop.sqlite').resolve()}"
+        database_url = f"sqlite:///{folder / 'veriloop.sqlite'}"
         console.print(f"tasks are stored in {escape(database_url)}")
     try:
         serve_api(host=host, port=port, workers=workers, database_url=database_url)

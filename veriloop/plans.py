@@ -17,11 +17,13 @@ so ``aresume(run_id)`` after a crash continues without re-running finished steps
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,13 @@ from langgraph.types import Command
 from veriloop.context import PlanContext
 from veriloop.engines.plan.confinement.limits import timeout_refusals
 from veriloop.engines.plan.critic import static_review
+from veriloop.engines.plan.judge.snapshot import (
+    DEFAULT_SNAPSHOT_RUN_BYTES,
+    DEFAULT_SNAPSHOT_TOTAL_BYTES,
+    StoreScope,
+    store_scope,
+)
+from veriloop.engines.plan.leftovers import remove_tree
 from veriloop.engines.plan.manifest import (
     ManifestError,
     ManifestLimits,
@@ -48,7 +57,13 @@ from veriloop.graph.plan_io import cancelled_update, state_to_report
 from veriloop.nodes.plan.support import tool_registry
 from veriloop.schemas.api import ManifestCheck
 from veriloop.schemas.manifest import Manifest
-from veriloop.schemas.plan_run import CriticFinding, PendingReview, PlanRunReport, ReviewDecision
+from veriloop.schemas.plan_run import (
+    FINISHED_STATUSES,
+    CriticFinding,
+    PendingReview,
+    PlanRunReport,
+    ReviewDecision,
+)
 
 EventHandler = Callable[[dict[str, Any]], Any | Awaitable[Any]]
 """Called with every progress event (``{"event": "attempt_started", "step_id": ...}``)."""
@@ -66,6 +81,19 @@ class NoPendingReviewError(ValueError):
     """A review answer for a run (or a step) that is not waiting for one."""
 
 
+@dataclass(frozen=True)
+class RunFiles:
+    """What becomes of each run's own folder and snapshot store (``workspace_per_run``)."""
+
+    keep: bool = True
+    """Both stay when the run finishes; False: removed then (a run waiting for a review, or
+    stopped early, keeps them to resume)."""
+    snapshot_run_bytes: int = DEFAULT_SNAPSHOT_RUN_BYTES
+    """Most bytes of pre-step copies the run may store; past it the step fails."""
+    snapshot_total_bytes: int = DEFAULT_SNAPSHOT_TOTAL_BYTES
+    """Most bytes of pre-step copies every run under the same base may store together."""
+
+
 class PlanRunner:
     """The compiled plan graph with a checkpointer, a context and tools."""
 
@@ -76,13 +104,18 @@ class PlanRunner:
         tools: Any = None,
         *,
         workspace_per_run: bool = False,
+        run_files: RunFiles = RunFiles(),
     ) -> None:
         """``workspace_per_run``: each run works in its own folder under the context's workspace
-        (:func:`run_workspace`), so runs never read or change each other's files (the service)."""
+        (:func:`run_workspace`, mode 0700), so runs never read or change each other's files (the
+        service), and keeps its pre-step copies in a store of its own beside it
+        (:func:`run_snapshot_store`); ``run_files`` caps that store and says whether both stay
+        once the run finishes."""
         self.checkpointer = checkpointer if checkpointer is not None else InMemorySaver()
         context = context or PlanContext()
         self.context = dataclasses.replace(context, tools=tools) if tools is not None else context
         self.workspace_per_run = workspace_per_run
+        self.run_files = run_files
         self.graph: CompiledStateGraph = build_plan_graph().compile(
             checkpointer=self.checkpointer, name="plan"
         )
@@ -114,7 +147,7 @@ class PlanRunner:
             raise ValueError(f"plan run {run_id!r} exists already: use aresume() to continue it")
         graph_input = {"run_id": run_id, "depth": 1, **run_input(manifest_or_goal, manifest, goal)}
         await self._stream(graph_input, thread_id, concurrency, on_event)
-        return await self.areport(thread_id)
+        return await self._ended(thread_id)
 
     async def aresume(
         self,
@@ -145,7 +178,7 @@ class PlanRunner:
             await self._stream(Command(resume=answers), run_id, concurrency, on_event)
         elif report.status in ("running", "awaiting_review") and not report.pending_reviews:
             await self._stream(None, run_id, concurrency, on_event)
-        return await self.areport(run_id)
+        return await self._ended(run_id)
 
     async def acancel(self, run_id: str, reason: str = "cancelled") -> PlanRunReport:
         """End a run that is not executing as ``cancelled`` (its unfinished steps too): the update is
@@ -191,32 +224,69 @@ class PlanRunner:
     ) -> None:
         config = {**_config(run_id), "max_concurrency": max(1, int(concurrency))}
         context = self.context
-        if self.workspace_per_run:
-            folder = run_workspace(context.workspace, run_id)
-            await asyncio.to_thread(folder.mkdir, parents=True, exist_ok=True)
-            context = dataclasses.replace(
-                context, workspace=str(folder), private_root=str(folder.parent.parent)
-            )
-        async for _namespace, event in self.graph.astream(
-            graph_input,
-            config,
-            context=context,
-            stream_mode="custom",
-            subgraphs=True,
-            durability="sync",
-        ):
-            if on_event is not None:
-                outcome = on_event(event)
-                if asyncio.iscoroutine(outcome):
-                    await outcome
+        with contextlib.ExitStack() as scope:
+            if self.workspace_per_run:
+                folder = run_workspace(context.workspace, run_id)
+                store = run_snapshot_store(folder.parent.parent, run_id)
+                await asyncio.to_thread(private_folders, folder.parent, folder, store.parent)
+                context = dataclasses.replace(
+                    context, workspace=str(folder), private_root=str(folder.parent.parent)
+                )
+                # Every node's task and thread inherits this: the run's pre-step copies go there.
+                files = self.run_files
+                scope.enter_context(
+                    store_scope(
+                        StoreScope(store, files.snapshot_run_bytes, files.snapshot_total_bytes)
+                    )
+                )
+            async for _namespace, event in self.graph.astream(
+                graph_input,
+                config,
+                context=context,
+                stream_mode="custom",
+                subgraphs=True,
+                durability="sync",
+            ):
+                if on_event is not None:
+                    outcome = on_event(event)
+                    if asyncio.iscoroutine(outcome):
+                        await outcome
+
+    async def _ended(self, run_id: str) -> PlanRunReport:
+        """The run's report once an execution stopped; a finished run's own folder and snapshot
+        store removed unless they are kept."""
+        report = await self.areport(run_id)
+        finished = report.status in FINISHED_STATUSES
+        if self.workspace_per_run and not self.run_files.keep and finished:
+            base = self.context.workspace
+            for folder in (run_workspace(base, run_id), run_snapshot_store(base, run_id)):
+                await asyncio.to_thread(remove_tree, folder)
+        return report
 
 
 def run_workspace(base: str | Path, thread_id: str) -> Path:
     """A run's own folder under ``base``: ``runs/<thread id>``, the id made safe for a path and
     kept unique by a short hash of it (the same folder every time the run resumes)."""
+    return Path(base).resolve() / "runs" / _run_folder_name(thread_id)
+
+
+def run_snapshot_store(base: str | Path, thread_id: str) -> Path:
+    """A run's own snapshot store under ``base``: ``snapshots/<thread id>`` (out of every step's
+    sight, like the other runs' folders)."""
+    return Path(base).resolve() / "snapshots" / _run_folder_name(thread_id)
+
+
+def _run_folder_name(thread_id: str) -> str:
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", thread_id)[:80]
     digest = hashlib.sha256(thread_id.encode()).hexdigest()[:10]
-    return Path(base).resolve() / "runs" / f"{safe}-{digest}"
+    return f"{safe}-{digest}"
+
+
+def private_folders(*folders: Path) -> None:
+    """Create each of ``folders`` mode 0700 (parents as needed), or make an existing one 0700."""
+    for folder in folders:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.chmod(0o700)
 
 
 async def arun_plan(

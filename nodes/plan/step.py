@@ -28,6 +28,7 @@ from veriloop.engines.plan.fixloop import (
     step_status,
 )
 from veriloop.engines.plan.judge.checks import run_checks, take_baseline
+from veriloop.engines.plan.judge.snapshot import SnapshotLimitExceeded
 from veriloop.engines.plan.judge.testrun import discover_test_command
 from veriloop.engines.plan.planning import render_task
 from veriloop.graph.plan_state import StepState
@@ -71,11 +72,15 @@ def prepare(state: StepState, runtime: Runtime[PlanContext]) -> dict:
         approved = ReviewDecision.model_validate(answer).approved
     task = render_task(step, state.get("depends") or {})
     discovered = step.test_command or discover_test_command(step.id, workspace)
+    try:
+        baseline = take_baseline(step, workspace, discovered_command=discovered)
+    except SnapshotLimitExceeded as exc:  # nothing could judge the step: it fails, never runs
+        baseline = {"refused": str(exc)}
     return {
         "task": task,
         "prompt": task,
         "attempts": [],
-        "baseline": take_baseline(step, workspace, discovered_command=discovered),
+        "baseline": baseline,
         "commands_approved": approved,
     }
 
@@ -87,7 +92,10 @@ async def execute(state: StepState, runtime: Runtime[PlanContext]) -> dict:
     run_number = len(state.get("attempts") or []) + 1
     emit(state, "attempt_started", step_id=step.id, run_number=run_number)
     started = time.time()
-    if not state.get("commands_approved", True):
+    refused = (state.get("baseline") or {}).get("refused")
+    if refused:
+        execution = ExecutionResult(ok=False, error=refused)
+    elif not state.get("commands_approved", True):
         execution = ExecutionResult(ok=False, error="a person did not approve the step's commands")
     else:
         agent = _agent(state, step.agent)

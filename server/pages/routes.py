@@ -104,7 +104,7 @@ def page_tenant(request: Request) -> str:
     a request for the main part with a missing or unknown key is 401 (the script asks again)."""
     keys = request.app.state.api_keys
     key = request_api_key(request)
-    if keys and request.headers.get(FRAGMENT_HEADER) != "main" and keys.get(key or "") is None:
+    if keys and request.headers.get(FRAGMENT_HEADER) != "main" and keys.tenant(key or "") is None:
         raise KeyNeeded
     return tenant_for(keys, key)
 

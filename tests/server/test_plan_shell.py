@@ -127,7 +127,9 @@ def test_a_sandboxed_step_cannot_read_the_service_environment_write_outside_or_o
             "echo done",
         ]
     )
-    client = thread_server(dataclasses.replace(sqlite_settings, plan_shell="sandboxed")).client()
+    # Kept: the run's own folder is read below (a finished run's folder is otherwise removed).
+    settings = dataclasses.replace(sqlite_settings, plan_shell="sandboxed", keep_workspaces=True)
+    client = thread_server(settings).client()
     response = client.post(
         "/api/plans", json={"manifest": {"steps": [{"id": "attack", "command": command}]}}
     )

@@ -26,6 +26,7 @@ from veriloop.engines.plan.confinement.sandbox import (
     Layer,
     launch,
 )
+from veriloop.engines.plan.leftovers import strip_privilege_bits
 
 OUTPUT_TAIL_CHARS = 20_000
 """How much of a command's combined stdout/stderr is kept (its end, where the summary is)."""
@@ -118,6 +119,8 @@ async def run_command(
                 await proc.wait()
         finally:
             _kill_group(proc.pid)
+            # Nothing privileged survives the process: no setuid/setgid file for the host.
+            await asyncio.to_thread(strip_privilege_bits, [Path(workspace), *writable])
         output, stderr = await asyncio.to_thread(
             lambda: (_tail(sink, tail_chars), _tail(errors, tail_chars) if split_stderr else "")
         )

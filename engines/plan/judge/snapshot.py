@@ -10,6 +10,11 @@ the step's version.
 :func:`changed_files` is the step's diff against the tree; :func:`materialize` rebuilds the pre-step
 tree (with chosen post-step files laid over it) in a scratch folder, where the tests the step wrote
 run against the code as it was before the step.
+
+A caller may give one run a store of its own with caps (:func:`store_scope`, as the service does:
+:class:`StoreScope`): every snapshot taken in that context goes there, and a snapshot that would
+take the run's store, or all the stores beside it, past their caps raises
+:class:`SnapshotLimitExceeded` (the step fails with that reason).
 """
 
 from __future__ import annotations
@@ -20,9 +25,12 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 
+from veriloop.engines.plan.confinement.limits import folder_bytes
 from veriloop.engines.plan.judge.testrun import workspace_files
 
 STORE = Path(tempfile.gettempdir()) / "veriloop-snapshots"
@@ -39,11 +47,81 @@ copies within its own run, and a long-running service would otherwise fill its d
 PRUNE_EVERY_S = 3600.0
 """How often one process looks for such blobs (the first snapshot it takes, then hourly)."""
 
+DEFAULT_SNAPSHOT_RUN_BYTES = 1 << 30
+"""A run's own store holds at most 1 GiB of pre-step copies (:class:`StoreScope`)."""
+DEFAULT_SNAPSHOT_TOTAL_BYTES = 8 << 30
+"""All runs' stores together hold at most 8 GiB."""
+
 _pruned_at: dict[Path, float] = {}
 
 
 class SnapshotMissing(LookupError):
     """A pre-step copy is gone or no longer matches its hash."""
+
+
+class SnapshotLimitExceeded(RuntimeError):
+    """Storing a pre-step copy would pass a cap of :class:`StoreScope`; the message says which."""
+
+
+@dataclass(frozen=True)
+class StoreScope:
+    """One run's own snapshot store, and the caps of it and of every store beside it."""
+
+    path: Path
+    """The run's store (content-addressed like :data:`STORE`), removed with the run."""
+    max_run_bytes: int
+    """Most bytes the run's store may take on disk."""
+    max_total_bytes: int
+    """Most bytes every store in ``path``'s parent folder may take on disk together (all runs)."""
+
+
+_scope: ContextVar[StoreScope | None] = ContextVar("veriloop_snapshot_store", default=None)
+
+
+@contextlib.contextmanager
+def store_scope(scope: StoreScope) -> Iterator[None]:
+    """Snapshots taken and read in this context (and the tasks and threads it starts) use
+    ``scope``'s store and caps."""
+    token = _scope.set(scope)
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+
+
+def active_store(store: Path | None = None) -> Path:
+    """``store`` when given, else the scope's, else :data:`STORE`."""
+    if store is not None:
+        return store
+    scope = _scope.get()
+    return scope.path if scope is not None else STORE
+
+
+class _Budget:
+    """What a scope's caps leave for new blobs, counted once per snapshot."""
+
+    def __init__(self, scope: StoreScope | None) -> None:
+        self.scope = scope
+        self.run = folder_bytes([scope.path]) if scope else 0
+        self.total = folder_bytes([scope.path.parent]) if scope else 0
+
+    def take(self, size: int) -> None:
+        scope = self.scope
+        if scope is None:
+            return
+        if self.run + size > scope.max_run_bytes:
+            raise SnapshotLimitExceeded(
+                f"snapshot store full: this run's pre-step copies would take {self.run + size} "
+                f"bytes, past its cap of {scope.max_run_bytes} (veriloop serve --snapshot-run-bytes)"
+            )
+        if self.total + size > scope.max_total_bytes:
+            raise SnapshotLimitExceeded(
+                f"snapshot store full: every run's pre-step copies would take {self.total + size} "
+                f"bytes, past the total cap of {scope.max_total_bytes} "
+                "(veriloop serve --snapshot-total-bytes)"
+            )
+        self.run += size
+        self.total += size
 
 
 def sha256_file(path: Path) -> str:
@@ -54,11 +132,14 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def take_snapshot(workspace: Path, store: Path = STORE) -> tuple[dict[str, str], bool]:
-    """The workspace's tree ``{path: sha256}`` with its blobs stored; True when it was cut short."""
+def take_snapshot(workspace: Path, store: Path | None = None) -> tuple[dict[str, str], bool]:
+    """The workspace's tree ``{path: sha256}`` with its blobs stored; True when it was cut short.
+    SnapshotLimitExceeded when a new blob would pass the active scope's caps."""
     workspace = Path(workspace)
     if not workspace.is_dir():
         return {}, False
+    budget = _Budget(_scope.get() if store is None else None)
+    store = active_store(store)
     store.mkdir(mode=0o700, parents=True, exist_ok=True)
     if time.time() - _pruned_at.get(store, 0.0) >= PRUNE_EVERY_S:
         _pruned_at[store] = time.time()
@@ -78,6 +159,7 @@ def take_snapshot(workspace: Path, store: Path = STORE) -> tuple[dict[str, str],
                 try:  # stored once, for all steps; its time says it is still in use
                     os.utime(store / digest[:2] / digest)
                 except FileNotFoundError:
+                    budget.take(size)
                     digest = _store(path, store)
         except FileNotFoundError:
             continue  # a parallel step's temporary file, renamed meanwhile
@@ -113,8 +195,9 @@ def changed_files(before: Mapping[str, str], now: Mapping[str, str]) -> dict[str
     return found
 
 
-def prune(store: Path = STORE, keep_s: float = KEEP_S) -> int:
+def prune(store: Path | None = None, keep_s: float = KEEP_S) -> int:
     """Remove blobs (and abandoned partial copies) untouched for ``keep_s``; how many went."""
+    store = active_store(store)
     if not store.is_dir():
         return 0
     cutoff = time.time() - keep_s
@@ -127,9 +210,9 @@ def prune(store: Path = STORE, keep_s: float = KEEP_S) -> int:
     return removed
 
 
-def read_blob(digest: str, store: Path = STORE) -> bytes:
+def read_blob(digest: str, store: Path | None = None) -> bytes:
     """The pre-step content with this hash (SnapshotMissing when gone or tampered with)."""
-    path = store / digest[:2] / digest
+    path = active_store(store) / digest[:2] / digest
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -140,7 +223,7 @@ def read_blob(digest: str, store: Path = STORE) -> bytes:
 
 
 def materialize(
-    tree: Mapping[str, str], dest: Path, overlay: Mapping[str, Path], store: Path = STORE
+    tree: Mapping[str, str], dest: Path, overlay: Mapping[str, Path], store: Path | None = None
 ) -> None:
     """Write the pre-step ``tree`` into ``dest``, then the files of ``overlay`` (``{path: source}``)
     over it. Files whose pre-step copy was too large to keep are left out."""
@@ -179,13 +262,19 @@ def _store(path: Path, store: Path) -> str:
 
 
 __all__ = [
+    "DEFAULT_SNAPSHOT_RUN_BYTES",
+    "DEFAULT_SNAPSHOT_TOTAL_BYTES",
     "STORE",
+    "SnapshotLimitExceeded",
     "SnapshotMissing",
+    "StoreScope",
+    "active_store",
     "changed_files",
     "current_tree",
     "materialize",
     "prune",
     "read_blob",
     "sha256_file",
+    "store_scope",
     "take_snapshot",
 ]
