@@ -73,7 +73,9 @@ export async function call(settings, method, path, payload, { timeoutMs = 180000
     throw new ServiceError(`the service refused the API key (401: ${detail}); set the right key on the options page`, { status: 401, body });
   }
   const busy = response.status === 409 && response.headers.get("Retry-After") !== null;
-  const retryable = response.status === 503 || response.status === 500 || busy;
+  // A service with no model answers 503 "no_model": waiting does not cure that, so it is not retried.
+  const outage = (response.status === 503 && body?.code !== "no_model") || response.status === 500;
+  const retryable = outage || busy;
   const error = new ServiceError(`the service answered ${response.status}: ${detail}`, { status: response.status, body, retryable });
   error.retryAfterMs = Number(response.headers.get("Retry-After") || 0) * 1000;
   throw error;

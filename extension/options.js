@@ -33,7 +33,18 @@ export async function check(settings) {
     }
     if (error.status !== 404) return { ok: false, text: `The service failed an authenticated call: ${error.message}` };
   }
-  return { ok: true, text: `Connected: veriloop service (${status.database}); the key is accepted.` };
+  const model = status.model;
+  if (model && !model.configured) {
+    return {
+      ok: false,
+      text: `The service answers, but it has no model, so no task can run: start it with OPENAI_API_KEY or OPENAI_BASE_URL set, or with veriloop serve --scripted for canned answers.`,
+    };
+  }
+  const which = !model ? "" : model.scripted
+    ? `; model: scripted (canned answers from a local playbook, not a real model)`
+    : `; model: ${model.name} (${model.baseUrl || "OpenAI"})`;
+  const shell = status.planShell ? `; plan shell steps: ${status.planShell}` : "";
+  return { ok: true, text: `Connected: veriloop service (${status.database})${which}${shell}; the key is accepted.` };
 }
 
 async function init() {

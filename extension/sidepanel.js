@@ -2,7 +2,7 @@
 // It only reads chrome.storage (the service worker writes there) and sends messages; page
 // and service text is shown with textContent, never as markup.
 
-import { activeTask } from "./api.js";
+import { activeTask, health } from "./api.js";
 import { loadSettings } from "./settings.js";
 import { installId, loadTab, tabKey } from "./tasks.js";
 
@@ -118,6 +118,15 @@ async function offerRecovery(tab, record) {
   }
 }
 
+async function showModel() {
+  try {
+    const status = await health(await loadSettings());
+    $("scripted").hidden = !status.model?.scripted;
+  } catch {
+    // the service is not reachable: a task's own message says so
+  }
+}
+
 async function show() {
   const tab = await currentTab();
   tabId = tab.id;
@@ -144,3 +153,4 @@ chrome.tabs.onActivated.addListener(() => {
 });
 chrome.runtime.sendMessage({ type: "wake" }).catch(() => {}); // a stopped worker resumes its tasks
 show();
+showModel();

@@ -133,6 +133,11 @@ class ErrorBody(WireModel):
     detail: str
     task_id: str | None = None
     status: TaskStatus | RunStatus | None = None
+    code: str | None = Field(
+        default=None,
+        description="A machine-readable reason when it matters: no_model (503 that waiting does "
+        "not cure: the service has no model configured).",
+    )
 
 
 # -- plan runs (POST /api/plans ...) ---------------------------------------------------------

@@ -57,10 +57,14 @@ CheckType = Literal[
 report or add a tamper-scan trick (applies only where one of these could happen). human_review: a person's verdict. sub_plan: every step of a nested plan completed."""
 ToolCallStatus = Literal["ok", "error", "pending"]
 Severity = Literal["critical", "warning"]
-RunStatus = Literal["running", "awaiting_review", "completed", "failed", "rejected", "cancelled"]
+RunStatus = Literal[
+    "running", "awaiting_review", "paused", "completed", "failed", "rejected", "cancelled"
+]
 """completed: every step completed. failed: anything else once the run stopped. rejected: the
 manifest did not pass the critic (nothing ran). cancelled: a person cancelled it (POST
-/api/plans/{runId}/cancel); its unfinished steps are cancelled too."""
+/api/plans/{runId}/cancel); its unfinished steps are cancelled too. paused (the service's view):
+it stopped early (a model outage, a crash, a restart) and nothing executes it; ``error`` says why
+and POST /api/plans/{runId}/resume continues it."""
 ENDED_STATUSES: frozenset[str] = frozenset({"completed", "failed", "rejected", "cancelled"})
 """Run statuses after which nothing more runs."""
 

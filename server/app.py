@@ -37,6 +37,7 @@ from veriloop.schemas.api import (
     TaskSummary,
 )
 from veriloop.schemas.text import parse_json_body
+from veriloop.server.availability import Health, health, no_model_answer
 from veriloop.server.cancel import router as cancel_router
 from veriloop.server.index import TaskIndex
 from veriloop.server.langserve_routes import add_agent_routes
@@ -252,14 +253,7 @@ def _add_routes(app: FastAPI) -> None:
         """Status, plan, action history with before-state summaries, verification history, usage and cost."""
         return await service(request).task_detail(tenant, task_id)
 
-    @app.get("/healthz", tags=["health"])
-    async def healthz(request: Request) -> dict[str, str]:
-        """Liveness plus a round trip to the task index."""
-        await service(request).index.store.aget(("veriloop", "health"), "ping")
-        return {
-            "status": "ok",
-            "database": "postgresql" if request.app.state.settings.is_postgres else "sqlite",
-        }
+    app.add_api_route("/healthz", health, methods=["GET"], response_model=Health, tags=["health"])
 
 
 def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
@@ -286,6 +280,8 @@ def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
 
     @app.exception_handler(LLMUnavailable)
     async def provider_down(_: Request, exc: LLMUnavailable) -> JSONResponse:
+        if (no_model := no_model_answer()) is not None:
+            return no_model
         detail = f"model provider unavailable ({exc}); the task is unchanged: send the same request again"
         return JSONResponse(ErrorBody(detail=detail).to_wire(), 503, retry_after)
 

@@ -68,6 +68,7 @@ from veriloop.schemas.plan_run import (
     ReviewDecision,
 )
 from veriloop.schemas.usage import total_usage
+from veriloop.server.availability import NO_MODEL_HELP
 from veriloop.server.index import now
 from veriloop.server.locks import LocalLocks, LockLost, SharedLocks, TaskBusy
 from veriloop.server.persistence import fenced_out
@@ -88,9 +89,8 @@ its entry for a cancel."""
 CANCEL_WAIT_S = 30.0
 """How long a cancel waits for the process executing the run to stop it (it polls every POLL_S)."""
 CANCEL_REASON = "cancelled by a person before this step finished"
-NO_MODEL = (
-    "this service has no model (set OPENAI_API_KEY or OPENAI_BASE_URL where it runs, or start "
-    "it with veriloop serve --scripted for canned answers)"
+STOPPED_UNRECORDED = (
+    "the service stopped while the run executed (a restart or a crash); resume continues it"
 )
 SERVICE_RUN_FILES = RunFiles(keep=False)
 """A finished run's folder and snapshot store are removed (``veriloop serve --keep-workspaces``)."""
@@ -250,7 +250,9 @@ class PlanService:
         if "manifest" in request:
             await asyncio.to_thread(self._check_operator_settings, request["manifest"])
         elif not self.model_ready:
-            raise InvalidField("goal", f"the planner writes a plan from a goal, but {NO_MODEL}")
+            raise InvalidField(
+                "goal", f"the planner writes a plan from a goal, but {NO_MODEL_HELP}"
+            )
         run_id = body.run_id or _new_id()
         thread = scoped_id(tenant, run_id)
 
@@ -280,8 +282,9 @@ class PlanService:
         # recorded its end (its error) by the time the entry is read below.
         executing = await self.executing(scoped_id(tenant, run_id))
         entry = await self._entry(tenant, run_id)
-        report = (await self._report(entry)).within()
-        return PlanRunDetail(**report.model_dump(), executing=executing, error=entry.error)
+        report = paused(await self._report(entry), entry, executing=executing).within()
+        error = entry.error or (STOPPED_UNRECORDED if report.status == "paused" else None)
+        return PlanRunDetail(**report.model_dump(), executing=executing, error=error)
 
     async def review(self, tenant: str, run_id: str, body: PlanReviewRequest) -> PlanRunStarted:
         """Answer pending human reviews and continue the run in the background (202)."""
@@ -442,8 +445,12 @@ class PlanService:
             CriticFinding(rule="not_allowed_here", severity="critical", message=message)
             for message in refused
         ]
+        summary = (
+            f"This service will not run it as configured ({len(refused)} not_allowed_here "
+            f"finding{'s' if len(refused) > 1 else ''}). The critic: {check.critique.summary}"
+        )
         critique = check.critique.model_copy(
-            update={"findings": [*findings, *check.critique.findings]}
+            update={"findings": [*findings, *check.critique.findings], "summary": summary}
         )
         return check.model_copy(update={"runnable": False, "critique": critique})
 
@@ -459,7 +466,7 @@ class PlanService:
             for where, step in _all_steps(manifest):
                 why = why_model_needed(step, review=context.review_critical_steps)
                 if why is not None:
-                    refused.append(f"{where}step {step.id!r} {why}, but {NO_MODEL}")
+                    refused.append(f"{where}step {step.id!r} {why}, but {NO_MODEL_HELP}")
         return refused
 
     def _refusals_of(self, raw: Any) -> list[str]:
@@ -674,7 +681,8 @@ class PlanService:
                 await asyncio.sleep(POLL_S)
         item = await self.store.aget(NAMESPACE, entry.thread_id)
         latest = PlanEntry.model_validate(item.value) if item else entry
-        report = await self._report(latest)
+        executing = await self.executing(entry.thread_id)
+        report = paused(await self._report(latest), latest, executing=executing)
         end = {"event": "end", "runId": run_id, "status": report.status}
         if report.pending_reviews:
             end["pendingReviews"] = [r.step_id for r in report.pending_reviews]
@@ -683,14 +691,15 @@ class PlanService:
         yield end
 
     async def _summary(self, entry: PlanEntry) -> PlanRunSummary:
-        report = await self._report(entry)
+        executing = await self.executing(entry.thread_id)
+        report = paused(await self._report(entry), entry, executing=executing)
         steps = report.manifest.steps if report.manifest else report.steps
         done = sum(1 for r in report.steps.values() if r.status in FINISHED_STATUSES)
         return PlanRunSummary(
             run_id=entry.run_id,
             goal=report.goal or entry.goal,
             status=report.status,
-            executing=await self.executing(entry.run_id),
+            executing=executing,
             steps_total=len(steps),
             steps_done=done,
             pending_reviews=len(report.pending_reviews),
@@ -811,6 +820,14 @@ def _all_agents(manifest: Manifest, where: str = "") -> Iterator[tuple[str, str,
     for step in manifest.steps:
         if step.plan is not None:
             yield from _all_agents(step.plan, f"{where}plan step {step.id!r}: ")
+
+
+def paused(report: PlanRunReport, entry: PlanEntry, *, executing: bool) -> PlanRunReport:
+    """``report`` as the service shows it: a run still ``running`` in its checkpoints that nothing
+    executes stopped early (its entry's error says why), so it is ``paused`` until resumed."""
+    if report.status != "running" or executing:
+        return report
+    return report.model_copy(update={"status": "paused"})
 
 
 def _lock_key(thread: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from contextlib import contextmanager
 from functools import reduce
@@ -457,10 +458,21 @@ def serve(
             "(default VERILOOP_MAX_MANIFEST_STEPS, else 500); more answers 413.",
         ),
     ] = None,
+    scripted: Annotated[
+        bool,
+        typer.Option(
+            "--scripted",
+            help="Answer with the scripted demo model (canned answers from a local playbook for "
+            "the demo app's tasks, not a real model; cost $0): a first run with no model key.",
+        ),
+    ] = False,
 ) -> None:
     """Serve the interact API (POST /api/agent/interact) and the task API."""
     from veriloop.server.data_dir import use_data_dir
     from veriloop.server.main import serve as serve_api
+
+    if scripted:
+        _serve_scripted_model()
 
     # Workers read their settings from the environment.
     options = {
@@ -491,6 +503,47 @@ def serve(
     except ValueError as exc:
         console.print(f"[red]{escape(str(exc))}[/]")
         raise typer.Exit(2) from exc
+
+
+def _serve_scripted_model() -> None:
+    """Start the demo playbook's scripted model on loopback (a thread of this process, which the
+    workers reach over HTTP) and point the service at it through the environment."""
+    from veriloop.llm.endpoint import SCRIPTED_MODEL
+    from veriloop.llm.scripted import ScriptedModelServer
+    from veriloop.runners.demo.playbook import DemoPlaybook
+
+    model = DemoPlaybook().install(ScriptedModelServer()).start()
+    os.environ.update(
+        OPENAI_BASE_URL=model.base_url, OPENAI_API_KEY="scripted", VERILOOP_MODEL=SCRIPTED_MODEL
+    )
+    console.print(
+        f"[yellow]scripted model on {escape(model.base_url)}: canned answers for the demo app's "
+        "tasks (veriloop demo-app), not a real model; cost $0. Other goals get no useful answer.[/]"
+    )
+
+
+@app.command("demo-app")
+def demo_app(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = 8100,
+) -> None:
+    """Serve the demo patient-records app alone (for the extension), until Ctrl+C."""
+    from veriloop.runners.demo.server import DemoAppServer
+
+    try:
+        app_server = DemoAppServer(host, port).start()
+    except OSError as exc:
+        console.print(f"[red]cannot listen on {escape(host)}:{port}: {escape(str(exc))}[/]")
+        raise typer.Exit(2) from exc
+    console.print(
+        f"demo app on {app_server.url} (Ctrl+C stops it); its data: {app_server.url}api/state"
+    )
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        app_server.stop()
 
 
 @app.command()

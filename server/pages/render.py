@@ -24,7 +24,7 @@ from veriloop.schemas.usage import Usage, total_usage
 
 OUTPUT_EXCERPT_CHARS = 1500
 """A step's or a check's output is cut to about this many characters on a page."""
-STATUSES = ("completed", "test_failed", "failed", "blocked", "awaiting_review")
+STATUSES = ("completed", "test_failed", "failed", "blocked", "awaiting_review", "cancelled")
 """The statuses the picture's legend names (in-flight ones share awaiting_review's colour)."""
 KIND_LABELS = {"synthesis_gate": "gate", "human_review": "review", "plan": "sub-plan"}
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from veriloop.schemas.api import PlanRunRequest
+from veriloop.server.availability import model_status
 from veriloop.server.pages.render import render, review_views, run_view
 from veriloop.server.plans import Offset
 from veriloop.server.service import ServiceError
@@ -95,8 +97,19 @@ class CspStatic(StaticFiles):
 
 def _page(request: Request, template: str, title: str, nav: str, **context: Any) -> HTMLResponse:
     fragment = request.headers.get(FRAGMENT_HEADER) == "main"
-    html = render(template, title=title, nav=nav, fragment=fragment, needs_key=False, **context)
-    return HTMLResponse(html, headers=PAGE_HEADERS)
+    html = render(
+        template,
+        title=title,
+        nav=nav,
+        fragment=fragment,
+        needs_key=False,
+        service_model=model_status(),
+        **context,
+    )
+    # The script swaps only the main part in: it sets the page's title and current nav link
+    # from these (with API keys on, the page it swaps into was the key prompt).
+    place = {"X-Console-Title": quote(f"{title} · veriloop"), "X-Console-Nav": nav}
+    return HTMLResponse(html, headers={**PAGE_HEADERS, **place})
 
 
 def page_tenant(request: Request) -> str:
@@ -128,6 +141,7 @@ async def run_page(request: Request, tenant: PageTenant, run_id: str) -> HTMLRes
         raise PageError(exc) from exc
     view = run_view(
         detail,
+        scripted=model_status().scripted,
         executing=detail.executing,
         error=detail.error,
         forms=True,

@@ -83,11 +83,13 @@ def test_a_run_stopped_by_a_model_outage_offers_resume(page: Page, console_serve
     manifest = {"steps": [{"id": "notes", "input": "Write one line of notes."}]}
     run_id = api.post("/api/plans", json={"manifest": manifest}).json()["runId"]
     stopped = wait_for_run(api, run_id)
-    assert stopped["status"] == "running" and "scripted outage" in stopped["error"]
+    assert stopped["status"] == "paused" and "scripted outage" in stopped["error"]
 
     sign_in(page, f"{console_server.url}/runs/{run_id}")
     resume = page.get_by_role("button", name="Resume")
     expect(resume).to_be_visible()
+    expect(page.locator("#run-status")).to_have_text("paused")
+    expect(page.locator("main")).to_contain_text("scripted outage")
     expect(page.get_by_role("button", name="Cancel the run")).to_be_visible()
     notes = {"notes": "[SUCCESS]: wrote it", "output": "one line"}
     scripted.script("execution", ToolCalls([("mark_step", notes)]))

@@ -53,7 +53,8 @@ class Service:
     """``veriloop serve`` in its own process, restartable on the same port and data."""
 
     data_dir: Path
-    model_url: str
+    model_url: str | None
+    """The scripted model's URL; None: a service with no model configured."""
     port: int = field(default_factory=free_port)
     process: subprocess.Popen | None = None
 
@@ -73,6 +74,9 @@ class Service:
             "VERILOOP_RETRY_AFTER_S": "1",  # a scripted provider failure is a 503 at once
         }
         env.pop("VERILOOP_DATABASE_URL", None)
+        if self.model_url is None:
+            for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "VERILOOP_MODEL"):
+                env.pop(name, None)
         self.process = subprocess.Popen(
             [
                 sys.executable,

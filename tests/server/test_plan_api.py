@@ -356,13 +356,13 @@ def test_a_provider_outage_leaves_the_run_resumable_never_completed(
     }  # fmt: skip
     run_id = client.post("/api/plans", json={"manifest": manifest}).json()["runId"]
     stopped = wait_for_run(client, run_id)
-    assert stopped["status"] == "running" and stopped["executing"] is False
+    assert stopped["status"] == "paused" and stopped["executing"] is False
     assert "model provider unavailable" in stopped["error"]
     # The interrupted step is still in flight (never completed by an error).
     assert stopped["steps"]["first"]["status"] == "completed"
     assert stopped["steps"]["answer"]["status"] == "running"
     events = plan_events(client, run_id)
-    assert events[-1]["status"] == "running" and "unavailable" in events[-1]["error"]
+    assert events[-1]["status"] == "paused" and "unavailable" in events[-1]["error"]
 
     assert client.post(f"/api/plans/{run_id}/resume").status_code == 202
     done = wait_for_run(client, run_id)

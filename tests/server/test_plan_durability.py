@@ -108,7 +108,8 @@ def test_kill_9_mid_run_then_resume_does_not_rerun_finished_steps(
     restarted = start(database_url)
     client = restarted.client()
     stopped = client.get(f"/api/plans/{run_id}").json()
-    assert stopped["status"] == "running" and stopped["executing"] is False
+    assert stopped["status"] == "paused" and stopped["executing"] is False
+    assert "resume continues it" in stopped["error"]  # nothing executes it: said plainly
     # fast's saved result shows (its batch is not over); slow has no result yet.
     assert {k: s["status"] for k, s in stopped["steps"].items()} == {
         "a": "completed",

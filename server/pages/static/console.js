@@ -56,12 +56,27 @@ async function refresh() {
       refreshAgain = false;
       const response = await fetchMain();
       if (response.status === 401) { askForKey("That API key is not valid here."); return; }
-      if (response.ok) swap(await response.text());
+      if (response.ok) {
+        place(response);
+        swap(await response.text());
+      }
       else showError(response);
     } while (refreshAgain);
   } finally {
     refreshing = false;
   }
+}
+
+// The page's title and current nav link, from the main part's answer (see routes._page).
+function place(response) {
+  const title = response.headers.get("X-Console-Title");
+  if (title) document.title = decodeURIComponent(title);
+  const nav = response.headers.get("X-Console-Nav");
+  if (nav === null) return;
+  document.querySelectorAll("nav a[data-nav]").forEach((link) => {
+    if (link.dataset.nav === nav) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  });
 }
 
 async function showError(response) {
