@@ -948,7 +948,9 @@ def build_cases() -> list[Case]:
                     code(GOOD, output={"module": "calc"}), code(GOOD, output={"module": "calc.py"})
                 )
             },
-            verify=expect_check_history("impl", "tests", [True, False]),
+            # The judge's tree is read-only and new for every check: a test that keeps its state in
+            # the project cannot pass there, on any attempt.
+            verify=expect_check_history("impl", "tests", [False, False]),
         ),
     )
 
@@ -1120,8 +1122,8 @@ def build_cases() -> list[Case]:
             },
             verify=lambda report, _: (
                 []
-                if last_checks(report, "impl").get("integrity") is False
-                else ["the integrity check did not fail"]
+                if last_checks(report, "impl").get("scope") is False
+                else ["the scope check did not fail"]
             ),
         ),
         Case(
@@ -1129,7 +1131,7 @@ def build_cases() -> list[Case]:
             g,
             "deletes the failing test file",
             [llm(agent="cleaner")],
-            {"impl": TEST_FAILED},
+            {"impl": FAILED},  # wrote_outside_scope
             project=True,
             tools=delete_tool,
             scripts={
@@ -1203,7 +1205,7 @@ def build_cases() -> list[Case]:
             g,
             "adds a conftest that deselects every test",
             [llm()],
-            {"impl": TEST_FAILED},
+            {"impl": FAILED},  # wrote_outside_scope
             project=True,
             scripts={
                 "impl": [
@@ -1419,7 +1421,7 @@ def build_cases() -> list[Case]:
             g,
             "attempt 2 deselects the failing tests",
             [llm(max_retries=1)],
-            {"impl": TEST_FAILED},
+            {"impl": FAILED},  # wrote_outside_scope
             project=True,
             scripts={
                 "impl": by_attempt(
@@ -1429,8 +1431,9 @@ def build_cases() -> list[Case]:
             },
             verify=lambda report, _: (
                 []
-                if "previous attempt collected 3" in report.steps["impl"].diagnosis
-                else ["the fewer-tests diagnosis is missing"]
+                if "wrote_outside_scope" in report.steps["impl"].diagnosis
+                and "pyproject.toml" in report.steps["impl"].diagnosis
+                else ["the scope diagnosis naming pyproject.toml is missing"]
             ),
         ),
     )

@@ -7,14 +7,13 @@ as for test discovery) in a content-addressed store outside the workspace and re
 copies. Reading a blob checks its hash: a store that was tampered with reads as missing, never as
 the step's version.
 
-:func:`changed_files` is the step's diff against the tree; :func:`materialize` rebuilds the pre-step
-tree (with chosen post-step files laid over it) in a scratch folder, where the tests the step wrote
-run against the code as it was before the step.
-
 A caller may give one run a store of its own with caps (:func:`store_scope`, as the service does:
 :class:`StoreScope`): every snapshot taken in that context goes there, and a snapshot that would
 take the run's store, or all the stores beside it, past their caps raises
 :class:`SnapshotLimitExceeded` (the step fails with that reason).
+
+:func:`changed_files` is the step's diff against the tree; the judge's tree
+(:mod:`~veriloop.engines.plan.judge.tree`) is built from the blobs.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
@@ -222,23 +220,11 @@ def read_blob(digest: str, store: Path | None = None) -> bytes:
     return data
 
 
-def materialize(
-    tree: Mapping[str, str], dest: Path, overlay: Mapping[str, Path], store: Path | None = None
-) -> None:
-    """Write the pre-step ``tree`` into ``dest``, then the files of ``overlay`` (``{path: source}``)
-    over it. Files whose pre-step copy was too large to keep are left out."""
-    for rel, digest in tree.items():
-        try:
-            data = read_blob(digest, store)
-        except SnapshotMissing:
-            continue
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-    for rel, source in overlay.items():
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
+def store_file(path: Path, store: Path | None = None) -> str:
+    """Store one file's content (once per content) in ``store`` (:func:`active_store`); its sha256."""
+    store = active_store(store)
+    store.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return _store(path, store)
 
 
 def _store(path: Path, store: Path) -> str:
@@ -271,10 +257,10 @@ __all__ = [
     "active_store",
     "changed_files",
     "current_tree",
-    "materialize",
     "prune",
     "read_blob",
     "sha256_file",
     "store_scope",
+    "store_file",
     "take_snapshot",
 ]
