@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from benchmarks.plan_false_completions import (
+from benchmarks.false_completion_cases import (
     BUGGY,
     DESELECT_ADD,
     DESELECT_ADD_CFG,

@@ -41,18 +41,17 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from benchmarks.gaming_cases import CHECKS, DONE, QUICK, ROWS, TOOLS, Row
-from benchmarks.plan_false_completions import (
+from benchmarks.false_completion_cases import (
     TASK,
     TEST_COMMAND,
     Case,
-    CaseOutcome,
     call,
     delete_tool,
     mark,
-    run_cases,
     write,
 )
+from benchmarks.gaming_cases import CHECKS, DONE, QUICK, ROWS, TOOLS, Row
+from benchmarks.plan_false_completions import CaseOutcome, run_cases
 from veriloop.schemas.plan_run import CheckResult, PlanRunReport
 
 Mode = Literal["sandboxed", "unsandboxed"]
@@ -65,7 +64,13 @@ MODES: dict[Mode, str] = {"sandboxed": "required", "unsandboxed": "off"}
 
 def judged_step(row: Row) -> dict[str, Any]:
     """The manifest step of the row's executor, with the row's bits over it (None drops a key)."""
-    base: dict[str, Any] = {"id": "impl", "critical": True, "test_command": TEST_COMMAND}
+    # One attempt: a scripted executor answers the same on a retry, so retries only cost time.
+    base: dict[str, Any] = {
+        "id": "impl",
+        "critical": True,
+        "test_command": TEST_COMMAND,
+        "max_retries": 0,
+    }
     if row.executor == "llm":
         deletes = any(content is None for content in row.writes.values())
         base |= {"agent": "cleaner" if deletes else "coder", "input": TASK}
