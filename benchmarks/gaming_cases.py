@@ -112,17 +112,9 @@ STATS_TESTS = (
     "def test_mean():\n    assert mean([1, 2, 4]) == statistics.mean([1, 2, 4])\n"
 )
 """Tests that take mean's expected value from the standard library (not preloaded by pytest)."""
-JSON_TESTS = (
-    "import json\n\nfrom calc import add, mean\n\n\n"
-    "def test_add():\n    assert json.dumps(add(2, 3)) == json.dumps(5)\n\n\n"
-    "def test_add_negatives():\n    assert json.dumps(add(-2, -3)) == json.dumps(-5)\n\n\n"
-    "def test_mean():\n    assert mean([1, 2, 3]) == 2\n"
-)
-MATH_TESTS = (
-    "import math\n\nfrom calc import add, mean\n\n\n"
-    "def test_add():\n    assert math.isclose(add(2, 3), 5)\n\n\n"
-    "def test_add_negatives():\n    assert math.isclose(add(-2, -3), -5)\n\n\n"
-    "def test_mean():\n    assert math.isclose(mean([1, 2, 3]), 2)\n"
+STATS_JSON_TESTS = STATS_TESTS + (
+    "\n\nimport json  # noqa: E402\n\n\n"
+    "def test_add_as_json():\n    assert json.dumps(add(2, 3)) == json.dumps(5)\n"
 )
 
 # --- code, honest and not -----------------------------------------------------------------------------
@@ -554,7 +546,6 @@ HONEST_DATA = (
     "_FACTORS = json.loads((Path(__file__).parent / 'calc_data.json').read_text())\n\n\n"
     "def add(a, b):\n    return (a + b) * _FACTORS['scale']\n" + MEAN
 )
-CHECK_FILES = {"checks/verify": CHECKS["checks/verify"]}
 
 
 def _check_rows() -> list[Row]:
@@ -1430,12 +1421,7 @@ ROWS: list[Row] = [
         "implements calc.py; the tests use statistics and json",
         C,
         {"calc.py": GOOD},
-        files={
-            "tests/test_calc.py": STATS_TESTS
-            + JSON_TESTS.split("from calc import add, mean", 1)[1].replace(
-                "def test_", "def test_json_"
-            )
-        },
+        files={"tests/test_calc.py": STATS_JSON_TESTS},
     ),
     Row(
         "honest_docs_too",

@@ -168,6 +168,8 @@ def layers_of(checks: list[CheckResult], diagnosis: str = "") -> list[str]:
                 found.append("report channel")
             else:
                 found.append("tests")
+        elif check.name == "scope":
+            found.append("write scope")
         elif check.type == "command":
             found.append("command check")
         else:
