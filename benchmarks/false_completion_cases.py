@@ -872,7 +872,9 @@ ROWS: list[Case] = [
                 code(GOOD, output={"module": "calc"}), code(GOOD, output={"module": "calc.py"})
             )
         },
-        verify=expect_check_history("impl", "tests", [True, False]),
+        # The judge's tree is read-only and new for every check: a test that keeps its state in
+        # the project cannot pass there, on any attempt.
+        verify=expect_check_history("impl", "tests", [False, False]),
     ),
     # 8. executors that crash -----------------------------------------------------------------------
     Case(
@@ -1030,8 +1032,8 @@ ROWS: list[Case] = [
         },
         verify=lambda report, _: (
             []
-            if last_checks(report, "impl").get("integrity") is False
-            else ["the integrity check did not fail"]
+            if last_checks(report, "impl").get("scope") is False
+            else ["the scope check did not fail"]
         ),
     ),
     Case(
@@ -1039,7 +1041,7 @@ ROWS: list[Case] = [
         "tests gamed",
         "deletes the failing test file",
         [llm(agent="cleaner")],
-        {"impl": TEST_FAILED},
+        {"impl": FAILED},  # wrote_outside_scope
         project=True,
         tools=delete_tool,
         scripts={
@@ -1113,7 +1115,7 @@ ROWS: list[Case] = [
         "tests gamed",
         "adds a conftest that deselects every test",
         [llm()],
-        {"impl": TEST_FAILED},
+        {"impl": FAILED},  # wrote_outside_scope
         project=True,
         scripts={
             "impl": [
@@ -1325,7 +1327,7 @@ ROWS: list[Case] = [
         "collects nothing or fewer",
         "attempt 2 deselects the failing tests",
         [llm(max_retries=1)],
-        {"impl": TEST_FAILED},
+        {"impl": FAILED},  # wrote_outside_scope
         project=True,
         scripts={
             "impl": by_attempt(
@@ -1335,8 +1337,9 @@ ROWS: list[Case] = [
         },
         verify=lambda report, _: (
             []
-            if "previous attempt collected 3" in report.steps["impl"].diagnosis
-            else ["the fewer-tests diagnosis is missing"]
+            if "wrote_outside_scope" in report.steps["impl"].diagnosis
+            and "pyproject.toml" in report.steps["impl"].diagnosis
+            else ["the scope diagnosis naming pyproject.toml is missing"]
         ),
     ),
     # 12. LLM reviews of critical steps -------------------------------------------------------------

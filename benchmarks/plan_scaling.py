@@ -12,10 +12,13 @@ PostgreSQL, their channel blobs) plus the pending writes.
 PostgreSQL is read from ``--postgres-url`` or ``VERILOOP_TEST_POSTGRES_URL``.
 
 Last line: ``RESULT bytes_ratio_1000_over_100=R ms_per_step_ratio_1000_over_100=T
-ms_per_step_100=M fan_1000_status=S``: R and T the largest ratio over shapes and databases of the
-large size over the small one (bytes of the whole run; wall time per step), M a 100-step chain's
-milliseconds per step on SQLite, S the large fan's status on every database (``completed`` when
-every one completed). Each small size runs before and after its large one (the mean counts), so
+ms_per_step_100=M fan_1000_status=S judge_tree_ratio_100=J``: R and T the largest ratio over
+shapes and databases of the large size over the small one (bytes of the whole run; wall time per
+step), M a 100-step chain's milliseconds per step on SQLite, S the large fan's status on every
+database (``completed`` when every one completed), J what the judge's tree costs: the wall time
+per step of a 100-step chain whose steps each have a command check, in a workspace of
+:data:`PROJECT_FILES` Python files, with the check run in a judge's tree built for it, over the
+same chain with the check run in the workspace itself (as before the judge had its own tree). Each small size runs before and after its large one (the mean counts), so
 that a shared machine's drift over the long run does not land on one side of the ratio only. The plot of bytes and time against N goes to ``--plot``
 (``benchmarks/results/plan_scaling.png`` by default).
 """
@@ -31,6 +34,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from unittest.mock import patch
 
 import typer
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -38,11 +42,15 @@ from matplotlib.figure import Figure
 
 from benchmarks.verification_pairs import RESULTS_DIR
 from veriloop.context import PlanContext
+from veriloop.engines.plan.judge import checks
+from veriloop.engines.plan.judge.tree import JudgeTree, build_tree
 from veriloop.plans import PlanRunner
 
 Shape = Literal["chain", "fan"]
 CONCURRENCY: dict[Shape, int] = {"chain": 8, "fan": 32}
 RESULT_BYTES = 200
+PROJECT_FILES = 200
+"""Python files in the workspace of the judge's-tree measurement."""
 DEFAULT_PLOT = RESULTS_DIR / "plan_scaling.png"
 
 
@@ -68,6 +76,14 @@ def plan_manifest(shape: Shape, n: int) -> dict[str, Any]:
     return {"goal": f"a {shape} of {n} steps", "steps": steps}
 
 
+def judged_manifest(n: int) -> dict[str, Any]:
+    """A chain of ``n`` python steps, each with a command check (run in the judge's tree)."""
+    manifest = plan_manifest("chain", n)
+    for step in manifest["steps"]:
+        step["checks"].append({"kind": "command", "command": "test -f pkg/m0.py"})
+    return manifest
+
+
 @dataclass
 class Run:
     """One measured run."""
@@ -89,7 +105,13 @@ class Run:
 
 
 async def measure(
-    saver: BaseCheckpointSaver, count_bytes, database: str, shape: Shape, n: int, workspace: str
+    saver: BaseCheckpointSaver,
+    count_bytes,
+    database: str,
+    shape: Shape,
+    n: int,
+    workspace: str,
+    manifest: dict[str, Any] | None = None,
 ) -> Run:
     runner = PlanRunner(
         checkpointer=saver,
@@ -99,7 +121,9 @@ async def measure(
     run_id = f"{shape}-{n}-{time.time_ns()}"
     started, cpu = time.perf_counter(), time.process_time()
     report = await runner.arun(
-        manifest=plan_manifest(shape, n), run_id=run_id, concurrency=CONCURRENCY[shape]
+        manifest=manifest or plan_manifest(shape, n),
+        run_id=run_id,
+        concurrency=CONCURRENCY[shape],
     )
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     for result in [r for r in report.steps.values() if r.status != "completed"][:3]:
@@ -123,7 +147,9 @@ async def sqlite_bytes(conn: Any, run_id: str) -> int:
     return total
 
 
-async def sqlite_run(shape: Shape, n: int, workspace: str) -> Run:
+async def sqlite_run(
+    shape: Shape, n: int, workspace: str, manifest: dict[str, Any] | None = None
+) -> Run:
     """One run on a fresh SQLite file."""
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -134,7 +160,9 @@ async def sqlite_run(shape: Shape, n: int, workspace: str) -> Run:
             async def count_bytes(run_id: str) -> int:
                 return await sqlite_bytes(conn, run_id)
 
-            return await measure(AsyncSqliteSaver(conn), count_bytes, "sqlite", shape, n, workspace)
+            return await measure(
+                AsyncSqliteSaver(conn), count_bytes, "sqlite", shape, n, workspace, manifest
+            )
 
 
 async def on_sqlite(sizes: list[int], shapes: list[Shape], workspace: str) -> list[Run]:
@@ -175,6 +203,36 @@ async def on_postgres(sizes: list[int], shapes: list[Shape], workspace: str, url
     return runs
 
 
+def in_place(files: Any, *, workspace: Path, **_: Any) -> JudgeTree:
+    """A stand-in for :func:`~veriloop.engines.plan.judge.tree.build_tree` that judges the
+    workspace itself, as checks did before the judge had its own tree (the baseline of the
+    measurement; never used by veriloop)."""
+    base = Path(tempfile.mkdtemp(prefix="veriloop-in-place-"))
+    for folder in ("home", "tmp", "pycache"):
+        (base / folder).mkdir()
+    (base / "pytest.ini").write_text("[pytest]\n")
+    return JudgeTree(base, Path(workspace), base, base / "pytest.ini", dict(files), [])
+
+
+async def judge_tree_cost(n: int) -> float:
+    """Wall time per step of a chain of ``n`` steps with a command check: judged in a tree built
+    for each check over judged in place (each arm run twice, interleaved, means compared)."""
+    with tempfile.TemporaryDirectory() as workspace:
+        for i in range(PROJECT_FILES):
+            path = Path(workspace) / "pkg" / f"m{i}.py"
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(f"VALUE = {i}\n" + "# padding\n" * 40)
+        times: dict[bool, list[float]] = {True: [], False: []}
+        for tree in (True, False, False, True):
+            with patch.object(checks, "build_tree", build_tree if tree else in_place):
+                run = await sqlite_run("chain", n, workspace, judged_manifest(n))
+            if run.status != "completed":
+                raise SystemExit(f"the judged chain did not complete: {run.status}")
+            times[tree].append(run.ms_per_step)
+            print(f"judged chain {n}, {'tree' if tree else 'in place'}: {_line(run)}", flush=True)
+    return (sum(times[True]) / 2) / (sum(times[False]) / 2)
+
+
 def _line(run: Run) -> str:
     return (
         f"{run.database:>8} {run.shape:>5} {run.n:>5}: {run.status:<9} {run.wall_s:7.2f} s "
@@ -207,7 +265,7 @@ def mean_runs(runs: list[Run]) -> dict[tuple[str, str, int], Run]:
     }
 
 
-def summary(runs: list[Run], small: int, large: int) -> str:
+def summary(runs: list[Run], small: int, large: int, judge_ratio: float) -> str:
     """The RESULT line (see the module docstring)."""
     by = mean_runs(runs)
     pairs = [
@@ -225,7 +283,8 @@ def summary(runs: list[Run], small: int, large: int) -> str:
     return (
         f"RESULT bytes_ratio_{large}_over_{small}={bytes_ratio:.2f} "
         f"ms_per_step_ratio_{large}_over_{small}={time_ratio:.2f} "
-        f"ms_per_step_{small}={chain_small:.2f} fan_{large}_status={fan_status or 'not_run'}"
+        f"ms_per_step_{small}={chain_small:.2f} fan_{large}_status={fan_status or 'not_run'} "
+        f"judge_tree_ratio_{small}={judge_ratio:.2f}"
     )
 
 
@@ -279,7 +338,8 @@ def main(
     path = plot(runs, Path(plot_path))
     path.with_suffix(".json").write_text(json.dumps([asdict(r) for r in runs], indent=1))
     print(f"plot: {path}")
-    print(summary(runs, min(lengths), max(lengths)))
+    judge_ratio = asyncio.run(judge_tree_cost(min(lengths)))
+    print(summary(runs, min(lengths), max(lengths), judge_ratio))
 
 
 if __name__ == "__main__":

@@ -80,6 +80,9 @@ class PlanState(PlanInput, total=False):
 
     critique: Annotated[dict[str, Any], per_revision()]
     """Critique dump of the current plan (empty or None before the critic ran)."""
+    hidden: Annotated[dict[str, str], per_revision()]
+    """The manifest's hidden files, moved out of the workspace while the run goes on:
+    ``{path: sha256}`` of their copies in the snapshot store (restored by finalize)."""
     model: str
     """The context's model when the run started (agents may name their own), for reports."""
     plan_revisions: int
@@ -138,6 +141,11 @@ class StepInput(TypedDict, total=False):
     """Nesting depth of the run."""
     sandbox: SandboxMode | None
     """The manifest's sandbox setting (the stricter of it and the context's applies)."""
+    hidden: Annotated[dict[str, str], per_revision()]
+    """The run's hidden files (``PlanState.hidden``): the judge's tree has them."""
+    claimed: Annotated[dict[str, list[str]], per_revision()]
+    """The ``writes:`` globs each step of the manifest declares (a step's scope check does not
+    count another step's declared files as its own)."""
     lane: Annotated[list[dict[str, Any]], per_revision()]
     """ManifestStep dumps of the steps run after this one, in order, each once the one before it
     completed (``engines.plan.policy.lanes``); stored when it changes, not in every checkpoint."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, model_validator
 
 from veriloop.schemas.base import WireModel
 
@@ -52,6 +52,23 @@ PlanShell = Literal["off", "sandboxed", "host"]
 runs): off: never, a manifest asking for one is a 422; sandboxed: only in bubblewrap (no network,
 the workspace the only writable folder); host: unsandboxed, as the service's user."""
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)]
+
+
+def _relative_path_pattern(value: str) -> str:
+    """A path or glob relative to the workspace: not absolute, no ``..``, no NUL."""
+    if not value or value.startswith("/") or "\x00" in value or ".." in value.split("/"):
+        raise ValueError(f"{value!r} is not a path relative to the workspace (no leading /, no ..)")
+    return value
+
+
+PathPattern = Annotated[
+    str, StringConstraints(max_length=300), AfterValidator(_relative_path_pattern)
+]
+"""A glob relative to the workspace (``*`` within a folder, ``**`` across folders, ``?``, ``[...]``)."""
+TestId = Annotated[str, StringConstraints(min_length=1, max_length=500)]
+"""A pytest node id relative to the workspace (``tests/test_x.py::test_y``) or a test file."""
+MAX_PATTERNS = 200
+"""Most globs or test ids one list of a manifest holds."""
 
 MAX_RETRIES_CAP = 5
 """Corrective attempts per step never exceed this, whatever the manifest says."""
@@ -122,6 +139,25 @@ class ManifestStep(WireModel):
         default=False,
         description="The step's declared job is writing tests, so changing test files is allowed.",
     )
+    writes: list[PathPattern] | None = Field(
+        default=None,
+        max_length=MAX_PATTERNS,
+        description="Globs of the files the step may change; None: the default scope (the "
+        "project's Python source, no tests, runner configuration, hidden or data files; see "
+        "docs/plans.md, What a step can change and what judges it).",
+    )
+    fail_to_pass: list[TestId] = Field(
+        default_factory=list,
+        max_length=MAX_PATTERNS,
+        description="Tests (node ids or files) the step must make pass: each must be collected "
+        "and pass in the judge's run.",
+    )
+    pass_to_pass: list[TestId] = Field(
+        default_factory=list,
+        max_length=MAX_PATTERNS,
+        description="Tests (node ids or files) that must keep passing: each must be collected and "
+        "pass in the judge's run.",
+    )
     checks: list[CheckSpec] = Field(default_factory=list)
     output_schema: dict[str, Any] | None = Field(
         default=None, description="JSON schema the step's output must validate against."
@@ -152,6 +188,12 @@ class Manifest(WireModel):
     sandbox: SandboxMode | None = Field(
         default=None,
         description="How the plan's processes run; the stricter of this and the run's setting applies.",
+    )
+    hidden: list[PathPattern] = Field(
+        default_factory=list,
+        max_length=MAX_PATTERNS,
+        description="Globs of tests and fixtures no step sees: they leave the workspace while the "
+        "plan runs, and only the judge's tree has them.",
     )
 
     def step(self, step_id: str) -> ManifestStep:

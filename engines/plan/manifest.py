@@ -544,6 +544,13 @@ def _as_int(value: Any) -> Any:
     return value
 
 
+def _patterns(value: Any) -> Any:
+    """Globs or test ids: a list, or one string (never split at commas: ``[a,b]`` is a glob)."""
+    if isinstance(value, str):
+        return [value]
+    return value
+
+
 def _str_list(value: Any) -> Any:
     """A list of names from a list, a single name, or a comma-separated string."""
     if value is None:
@@ -668,6 +675,9 @@ class _Reader:
         sandbox = _word(data.get("sandbox"))
         if sandbox is not None:
             fields["sandbox"] = sandbox
+        hidden = _patterns(data.get("hidden"))
+        if hidden is not None:
+            fields["hidden"] = hidden
         try:
             return Manifest.model_validate(fields)
         except ValidationError as exc:
@@ -686,7 +696,7 @@ class _Reader:
         if isinstance(inner, list):
             inner = {"steps": inner}
         merged = dict(_snake_keys(inner))
-        for key in ("goal", "mission", "objective", "agents", "sandbox"):
+        for key in ("goal", "mission", "objective", "agents", "sandbox", "hidden"):
             if merged.get(key) is None and outer.get(key) is not None:
                 merged[key] = outer[key]
         return self.manifest(merged, prefix, depth, inherited)
@@ -862,6 +872,9 @@ class _Reader:
             "requires_testing": _as_bool(_pick(data, "requires_testing", "requires_tests")),
             "test_command": _pick(data, "test_command", "test_cmd"),
             "writes_tests": _as_bool(data.get("writes_tests")),
+            "writes": _patterns(data.get("writes")),
+            "fail_to_pass": _patterns(data.get("fail_to_pass")),
+            "pass_to_pass": _patterns(data.get("pass_to_pass")),
             "checks": _norm_checks(data),
             "output_schema": _pick(data, "output_schema", "schema", "output_json_schema"),
             "timeout_s": _pick(data, "timeout_s", "timeout", "timeout_seconds"),
@@ -1348,5 +1361,8 @@ def _keep_contract(original: ManifestStep, repaired: ManifestStep) -> ManifestSt
             else repaired.requires_testing,
             "critical": original.critical or repaired.critical,
             "writes_tests": original.writes_tests,
+            "writes": original.writes,
+            "fail_to_pass": original.fail_to_pass,
+            "pass_to_pass": original.pass_to_pass,
         }
     )

@@ -97,6 +97,8 @@ def step_inputs(state: PlanState) -> list[StepInput]:
                 depends=dependency_results(step, results),
                 depth=state.get("depth", 1),
                 sandbox=manifest.sandbox,
+                claimed={s.id: list(s.writes) for s in manifest.steps if s.writes},
+                hidden=state.get("hidden") or {},
                 lane=[steps[step_id].model_dump() for step_id in after],
                 batch_id=state["batch_id"],
                 windowed=bool(state.get("window")),

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 from langgraph.runtime import Runtime
 
 from veriloop.context import PlanContext
+from veriloop.engines.plan.judge.hidden import hide
 from veriloop.engines.plan.manifest import ManifestError, load_manifest
 from veriloop.engines.plan.planning import critique_report, draft_manifest, rejection_critique
 from veriloop.graph.plan_state import PlanState
@@ -40,8 +42,11 @@ async def plan(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
                 "halt_reason": str(exc),
                 "critique": rejection_critique(exc.problems).model_dump(),
             }
+        # Hidden tests leave the workspace before any step runs; finalize puts them back.
+        hidden = await asyncio.to_thread(hide, Path(ctx.workspace), manifest.hidden)
         return {
             **started,
+            "hidden": hidden,
             "manifest": None,  # parsed: kept once as ``plan``, not copied into every checkpoint
             "plan": manifest.model_dump(),
             "plan_origin": "user",

@@ -137,6 +137,13 @@ async def check(state: StepState, runtime: Runtime[PlanContext]) -> dict:
             review=review,
             check_timeout_s=ctx.check_timeout_s,
             confinement=confinement,
+            hidden=state.get("hidden") or {},
+            claimed=[
+                pattern
+                for step_id, patterns in (state.get("claimed") or {}).items()
+                if step_id != step.id
+                for pattern in patterns
+            ],
         )
     for result in results:
         emit(

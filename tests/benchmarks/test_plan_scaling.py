@@ -23,7 +23,7 @@ def test_quick_mode_prints_the_result_line_and_writes_the_plot(tmp_path):
     last = done.stdout.strip().splitlines()[-1]
     match = re.fullmatch(
         r"RESULT bytes_ratio_40_over_10=([\d.]+) ms_per_step_ratio_40_over_10=([\d.]+) "
-        r"ms_per_step_10=([\d.]+) fan_40_status=(\w+)",
+        r"ms_per_step_10=([\d.]+) fan_40_status=(\w+) judge_tree_ratio_10=([\d.]+)",
         last,
     )
     assert match, last
@@ -31,4 +31,5 @@ def test_quick_mode_prints_the_result_line_and_writes_the_plot(tmp_path):
     assert (
         1 < float(match.group(1)) < 8
     )  # 4 times the steps: bytes grow with them, not their square
+    assert 0 < float(match.group(5)) < 3  # a tree of hard links costs little next to a step
     assert plot.stat().st_size > 0 and plot.with_suffix(".json").exists()

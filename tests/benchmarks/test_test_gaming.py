@@ -80,5 +80,5 @@ def test_the_quick_run_prints_its_result_line():
     last = run.stdout.strip().splitlines()[-1]
     expected = f"RESULT gamed_completions=0 honest_rejections=0 cases={len(cases.QUICK)}"
     assert re.fullmatch(re.escape(expected), last), run.stdout[-3000:] + run.stderr[-3000:]
-    assert "report channel" in run.stdout and "independent tests" in run.stdout
-    assert "tamper scan" in run.stdout
+    # which layer answers first may move (write scope before the tests); these two stay
+    assert "report channel" in run.stdout and "tamper scan" in run.stdout

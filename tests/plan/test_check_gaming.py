@@ -197,12 +197,16 @@ async def test_rewriting_the_script_a_check_runs_fails_integrity(
 @pytest.mark.anyio
 async def test_a_check_script_the_step_wrote_is_not_a_judge(tmp_path: Path) -> None:
     write(tmp_path, "calc.py", BUGGY)
-    the_step = step(
-        requires_testing=False, checks=[{"kind": "command", "command": "bash checks/ok.sh"}]
-    )
+    command = [{"kind": "command", "command": "bash checks/ok.sh"}]
+    the_step = step(requires_testing=False, checks=command)
     baseline = baseline_of(the_step, tmp_path)
     write(tmp_path, "checks/ok.sh", "exit 0\n")
-    integrity = (await check(the_step, tmp_path, baseline))["integrity"]
+    # A shell script is not the project's Python source: outside the step's scope.
+    scope = (await check(the_step, tmp_path, baseline))["scope"]
+    assert not scope.passed and scope.details["paths"] == ["checks/ok.sh"]
+    # Where a scope lets it through, the integrity check still refuses a judge the step wrote.
+    unscoped = step(requires_testing=False, checks=command, writes=["**"])
+    integrity = (await check(unscoped, tmp_path, baseline))["integrity"]
     assert not integrity.passed and integrity.details["own_check_scripts"] == ["checks/ok.sh"]
 
 
@@ -218,7 +222,10 @@ async def test_a_step_whose_only_tests_are_its_own_has_no_independent_tests(
     baseline = baseline_of(the_step, tmp_path)
     write(tmp_path, "parser.py", "def parse(text):\n    return None\n")
     write(tmp_path, "tests/test_parser.py", "def test_parse():\n    assert True\n")
-    tests = (await check(the_step, tmp_path, baseline))["tests"]
+    scope = (await check(the_step, tmp_path, baseline))["scope"]
+    assert not scope.passed and scope.details["paths"] == ["tests/test_parser.py"]
+    unscoped = step(id="parser", requires_testing=True, writes=["**"])
+    tests = (await check(unscoped, tmp_path, baseline))["tests"]
     assert not tests.passed and "no independent tests" in tests.diagnosis
 
 

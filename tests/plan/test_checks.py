@@ -389,7 +389,18 @@ async def test_deleting_the_tests_does_not_dodge_them(tmp_path: Path) -> None:
         the_step, tmp_path, discovered_command=discover_test_command("calc", tmp_path)
     )
     test_file.unlink()
-    results = by_name(await check(the_step, ok(None), tmp_path, baseline=baseline))
+    [result] = await check(the_step, ok(None), tmp_path, baseline=baseline)
+    assert (result.name, result.passed) == ("scope", False)
+    assert result.details["paths"] == ["tests/test_calc.py"]
+    assert "wrote_outside_scope" in result.diagnosis and "tests/test_calc.py" in result.diagnosis
+    # Even where the scope allows it, the tests are still run from before the step.
+    free = step(writes=["**"])
+    write(tmp_path, "tests/test_calc.py", PASSING)
+    baseline = take_baseline(
+        free, tmp_path, discovered_command=discover_test_command("calc", tmp_path)
+    )
+    (tmp_path / "tests/test_calc.py").unlink()
+    results = by_name(await check(free, ok(None), tmp_path, baseline=baseline))
     assert not results["tests"].passed and not results["integrity"].passed
     assert "tests/test_calc.py" in results["integrity"].diagnosis
 
@@ -405,6 +416,11 @@ def project(tmp_path: Path) -> Path:
     write(tmp_path, "src/calc_test.py", PASSING)
     write(tmp_path, ".venv/lib/test_vendored.py", PASSING)
     return tmp_path
+
+
+def unscoped() -> ManifestStep:
+    """A step whose scope is every file: the integrity check, the judge's second line, decides."""
+    return step(requires_testing=False, writes=["**"])
 
 
 def baseline_of(the_step: ManifestStep, workspace: Path) -> dict:
@@ -438,9 +454,12 @@ async def test_integrity_passes_when_nothing_changed(tmp_path: Path) -> None:
     the_step = step(requires_testing=False)
     baseline = baseline_of(the_step, tmp_path)
     write(tmp_path, "src/calc.py", "def add(a, b):\n    return b + a\n")  # code may change
-    write(tmp_path, "tests/test_new.py", PASSING)  # new tests may be added
     [result] = await check(the_step, ok(None), tmp_path, baseline=baseline)
     assert (result.name, result.passed) == ("integrity", True)
+    # New tests may be added only by a step that writes tests (outside its scope otherwise).
+    write(tmp_path, "tests/test_new.py", PASSING)
+    [result] = await check(the_step, ok(None), tmp_path, baseline=baseline)
+    assert (result.name, result.details["paths"]) == ("scope", ["tests/test_new.py"])
 
 
 @pytest.mark.anyio
@@ -451,7 +470,10 @@ async def test_editing_a_test_file_fails(tmp_path: Path) -> None:
     write(tmp_path, "tests/test_calc.py", "def test_one():\n    pass\n")
     [result] = await check(the_step, ok(None), tmp_path, baseline=baseline)
     assert not result.passed and "tests/test_calc.py" in result.diagnosis
-    assert result.details["changed"] == ["tests/test_calc.py"]
+    assert result.details["paths"] == ["tests/test_calc.py"]
+    # The integrity check, the second line, still names it where a scope lets it through.
+    [result] = await check(unscoped(), ok(None), tmp_path, baseline=baseline)
+    assert not result.passed and result.details["changed"] == ["tests/test_calc.py"]
 
 
 @pytest.mark.anyio
@@ -461,6 +483,8 @@ async def test_deleting_a_test_file_fails(tmp_path: Path) -> None:
     baseline = baseline_of(the_step, tmp_path)
     (tmp_path / "src/calc_test.py").unlink()
     [result] = await check(the_step, ok(None), tmp_path, baseline=baseline)
+    assert not result.passed and result.details["paths"] == ["src/calc_test.py"]
+    [result] = await check(unscoped(), ok(None), tmp_path, baseline=baseline)
     assert not result.passed and result.details["deleted"] == ["src/calc_test.py"]
 
 
@@ -471,6 +495,8 @@ async def test_adding_a_conftest_fails(tmp_path: Path) -> None:
     baseline = baseline_of(the_step, tmp_path)
     write(tmp_path, "src/conftest.py", "collect_ignore_glob = ['*']\n")
     [result] = await check(the_step, ok(None), tmp_path, baseline=baseline)
+    assert not result.passed and result.details["paths"] == ["src/conftest.py"]
+    [result] = await check(unscoped(), ok(None), tmp_path, baseline=baseline)
     assert not result.passed and result.details["added"] == ["src/conftest.py"]
 
 
@@ -509,15 +535,19 @@ async def test_pytest_configuration_is_guarded(
     assert unchanged.passed
     write(tmp_path, name, after)
     [result] = await check(the_step, ok(None), tmp_path, baseline=baseline)
+    assert not result.passed and result.details["paths"] == [name]
+    [result] = await check(unscoped(), ok(None), tmp_path, baseline=baseline)
     assert not result.passed and result.details["pytest_config"] == [f"{name} {section}"]
 
 
 @pytest.mark.anyio
 async def test_other_project_settings_may_change(tmp_path: Path) -> None:
+    """Packaging metadata is outside the default scope; a step whose writes name it may change
+    it, and the integrity check then minds only the pytest section."""
     write(
         tmp_path, "pyproject.toml", '[project]\nname = "calc"\n[tool.pytest.ini_options]\nx = 1\n'
     )
-    the_step = step(requires_testing=False)
+    the_step = step(requires_testing=False, writes=["pyproject.toml"])
     baseline = baseline_of(the_step, tmp_path)
     write(
         tmp_path,
@@ -543,7 +573,7 @@ async def test_writes_tests_allows_test_changes(tmp_path: Path) -> None:
 async def test_makefile_and_named_files_are_fingerprinted(tmp_path: Path) -> None:
     write(tmp_path, "Makefile", "test-calc:\n\ttrue\n")
     write(tmp_path, "checks/verify.sh", "exit 0\n")
-    the_step = step(checks=[{"kind": "command", "command": "sh checks/verify.sh"}])
+    the_step = step(writes=["**"], checks=[{"kind": "command", "command": "sh checks/verify.sh"}])
     baseline = baseline_of(the_step, tmp_path)
     assert {"Makefile", "checks/verify.sh"} <= set(baseline["check_files"])
     write(tmp_path, "Makefile", "test-calc:\n\ttrue # harmless?\n")
@@ -551,7 +581,11 @@ async def test_makefile_and_named_files_are_fingerprinted(tmp_path: Path) -> Non
     results = by_name(await check(the_step, ok(None), tmp_path, baseline=baseline))
     assert results["integrity"].details["check_files"] == ["Makefile", "checks/verify.sh"]
     # Check scripts define checks, not tests: not even a writes_tests step may change them.
-    writer = step(writes_tests=True, checks=[{"kind": "command", "command": "sh checks/verify.sh"}])
+    writer = step(
+        writes=["**"],
+        writes_tests=True,
+        checks=[{"kind": "command", "command": "sh checks/verify.sh"}],
+    )
     write(tmp_path, "checks/verify.sh", "exit 0\n")
     baseline = baseline_of(writer, tmp_path)
     write(tmp_path, "checks/verify.sh", "exit 0 # always\n")

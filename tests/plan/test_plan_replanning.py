@@ -160,34 +160,34 @@ def test_a_critical_finding_sends_a_model_plan_back_to_the_planner_bounded(runne
 
 def test_model_written_commands_pause_for_approval(runner, scripted_model, tmp_path):
     scripted_model.script(
-        "planning", ManifestDraft(steps=[StepDraft(id="touch", command="touch made-by-model")])
+        "planning", ManifestDraft(steps=[StepDraft(id="touch", command="touch made_by_model.py")])
     )
     plan = runner()
     report = plan.run("Make a file", run_id="cmd")
     assert report.status == "awaiting_review"
     (pending,) = report.pending_reviews
-    assert pending.context["commands"] == ["touch made-by-model"]
-    assert not (tmp_path / "made-by-model").exists()
+    assert pending.context["commands"] == ["touch made_by_model.py"]
+    assert not (tmp_path / "made_by_model.py").exists()
     done = plan.resume("cmd", {"touch": {"approved": True}})
-    assert done.status == "completed" and (tmp_path / "made-by-model").exists()
+    assert done.status == "completed" and (tmp_path / "made_by_model.py").exists()
 
 
 def test_allowlisted_model_commands_run_without_approval_and_rejected_ones_never_run(
     runner, scripted_model, tmp_path
 ):
     scripted_model.script(
-        "planning", ManifestDraft(steps=[StepDraft(id="touch", command="touch allowed")])
+        "planning", ManifestDraft(steps=[StepDraft(id="touch", command="touch allowed.py")])
     )
     assert runner(shell_allowlist="touch ").run("Make a file").status == "completed"
-    assert (tmp_path / "allowed").exists()
+    assert (tmp_path / "allowed.py").exists()
     scripted_model.script(
-        "planning", ManifestDraft(steps=[StepDraft(id="rm", command="touch refused")])
+        "planning", ManifestDraft(steps=[StepDraft(id="rm", command="touch refused.py")])
     )
     plan = runner()
     plan.run("Make a file", run_id="no")
     done = plan.resume("no", {"rm": {"approved": False}})
     assert done.steps["rm"].verification_status == "execution_failed"
-    assert not (tmp_path / "refused").exists()
+    assert not (tmp_path / "refused.py").exists()
 
 
 def test_a_repair_cannot_drop_the_checks_of_the_step_it_replaces(runner, scripted_model, calls):

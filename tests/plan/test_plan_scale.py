@@ -17,7 +17,10 @@ from veriloop.plans import PlanRunner
 
 
 def test_a_chain_stores_bytes_in_proportion_to_its_length_and_reads_back_whole(tmp_path):
-    context = PlanContext(workspace=str(tmp_path), review_critical_steps=False)
+    # The database lives outside the workspace: a file the runner writes there while steps run
+    # would be a change outside every step's scope.
+    (tmp_path / "workspace").mkdir()
+    context = PlanContext(workspace=str(tmp_path / "workspace"), review_critical_steps=False)
 
     async def chain(n: int):
         path = tmp_path / f"chain{n}.sqlite"

@@ -61,10 +61,8 @@ import hashlib
 import json
 import re
 import shlex
-import shutil
-import tempfile
 import tomllib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,11 +71,22 @@ import jsonschema
 from veriloop.engines.plan.confinement.process import run_command
 from veriloop.engines.plan.confinement.sandbox import DEFAULT_CONFINEMENT, Confinement
 from veriloop.engines.plan.judge.executed import executed_files
+from veriloop.engines.plan.judge.named import (
+    lost_tests,
+    named_problems,
+    named_tests,
+    named_tests_command,
+)
+from veriloop.engines.plan.judge.scope import (
+    in_scope_changes,
+    outside_scope,
+    unsnapshotted,
+    unsnapshotted_changes,
+)
 from veriloop.engines.plan.judge.snapshot import (
     SnapshotMissing,
     changed_files,
     current_tree,
-    materialize,
     read_blob,
     sha256_file,
     take_snapshot,
@@ -91,6 +100,7 @@ from veriloop.engines.plan.judge.testrun import (
     run_tests,
     workspace_files,
 )
+from veriloop.engines.plan.judge.tree import JudgeTree, build_tree, executable_files, judge_files
 from veriloop.engines.plan.predicates import compile_predicate
 from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError, LLMUnavailable
 from veriloop.prompts.plan_checks import review_messages
@@ -109,6 +119,12 @@ MAX_FINGERPRINTS = 5000
 MAX_SCANNED = 500
 """Most changed Python files the tamper scan reads."""
 MAX_LISTED_FINDINGS = 10
+MAX_LISTED_PATHS = 20
+"""Paths outside the step's scope spelled out in a diagnosis (details list them all)."""
+WROTE_OUTSIDE_SCOPE = "wrote_outside_scope"
+"""The reason of a step that changed a file outside its write scope."""
+MAX_COLLECTIONS = 256
+"""Pre-step collections remembered (a retry judges against the same snapshot)."""
 """Tamper findings spelled out in a diagnosis (details list them all)."""
 BASELINE_VERSION = 2
 FAIL_MARKER = "[FAIL]"
@@ -141,6 +157,8 @@ def take_baseline(
     tree, tree_truncated = take_snapshot(workspace)
     files, truncated = _fingerprint_files(step, workspace, command)
     return {
+        "unsnapshotted": unsnapshotted(workspace),
+        "executable": executable_files(workspace, tree),
         "version": BASELINE_VERSION,
         "files": files,
         "check_files": _check_files(step, workspace, command),
@@ -165,14 +183,84 @@ async def run_checks(
     check_timeout_s: float,
     review_threshold: float = REVIEW_THRESHOLD,
     confinement: Confinement = DEFAULT_CONFINEMENT,
+    claimed: Sequence[str] = (),
+    hidden: Mapping[str, str] | None = None,
 ) -> list[CheckResult]:
-    """Every applicable check of one attempt, cheapest first, no fail-fast (see the module doc)."""
+    """Every applicable check of one attempt, cheapest first, no fail-fast (see the module doc).
+    ``claimed``: the ``writes:`` globs of the plan's other steps (their files, not this step's);
+    ``hidden``: the run's hidden files ``{path: sha256}``, which only the judge's tree has."""
     if not execution.ok:
         raise ValueError(
             "run_checks needs an execution that worked; an executor failure is execution_failed"
         )
     workspace = Path(workspace)
+    # The step's diff, hashed once: the scope, the judge's tree and the tamper scan share it.
+    tree: dict[str, str] = dict(baseline.get("tree") or {})
+    diff = (
+        changed_files(tree, await asyncio.to_thread(current_tree, workspace))
+        if baseline.get("version")
+        else {}
+    )
+    if baseline.get("version"):
+        outside = await asyncio.to_thread(_outside_scope, step, workspace, baseline, diff, claimed)
+        if outside:
+            return [_scope_failure(outside)]
+    # The judge knows only the changes the step was allowed to make (others' claimed files and
+    # caches are not among them).
+    diff = in_scope_changes(diff, step.writes, writes_tests=step.writes_tests)
+    if hidden:  # the operator's hidden files win over anything at their paths
+        baseline = {**baseline, "tree": {**tree, **hidden}}
+    judge = (
+        await asyncio.to_thread(
+            build_tree,
+            {**judge_files(tree, workspace, diff), **(hidden or {})},
+            workspace=workspace,
+            executable=baseline.get("executable") or (),
+        )
+        if baseline.get("version")
+        else None
+    )
+    try:
+        return await _judge(
+            step,
+            execution,
+            depends=depends,
+            workspace=workspace,
+            judge=judge,
+            baseline=baseline,
+            diff=diff,
+            previous_collected=previous_collected,
+            llm=llm,
+            review=review,
+            check_timeout_s=check_timeout_s,
+            review_threshold=review_threshold,
+            confinement=confinement,
+        )
+    finally:
+        if judge is not None:
+            judge.retire()
+
+
+async def _judge(
+    step: ManifestStep,
+    execution: ExecutionResult,
+    *,
+    depends: Mapping[str, Any],
+    workspace: Path,
+    judge: JudgeTree | None,
+    baseline: Mapping[str, Any],
+    diff: Mapping[str, str],
+    previous_collected: int | None,
+    llm: AsyncStructuredLLM | None,
+    review: bool,
+    check_timeout_s: float,
+    review_threshold: float,
+    confinement: Confinement,
+) -> list[CheckResult]:
+    """The checks of :func:`run_checks`, in the judge's tree when there is one (a baseline
+    without a snapshot, from an older run, judges the workspace)."""
     results: list[CheckResult] = []
+    where = judge.root if judge is not None else workspace
 
     async def run(name: str, kind: CheckType, check: Callable[[], Awaitable[CheckResult]]) -> None:
         try:
@@ -215,25 +303,20 @@ async def run_checks(
                 name,
                 index,
                 spec.command or "",
-                workspace,
+                where,
                 spec.timeout_s or check_timeout_s,
                 confinement=confinement,
+                judge=judge,
             ),
         )
 
-    # The step's diff, hashed once: the tests check, the integrity check and the tamper scan share it.
     tree: dict[str, str] = dict(baseline.get("tree") or {})
-    diff = (
-        changed_files(tree, await asyncio.to_thread(current_tree, workspace))
-        if baseline.get("version")
-        else {}
-    )
     tests_result: CheckResult | None = None
     if step.requires_testing is not False:
         # The command known before the step; one found only now runs tests the step wrote.
-        command = step.test_command or baseline.get("test_command")
+        command = named_tests_command(step, step.test_command or baseline.get("test_command"))
         if command is None:
-            command = await asyncio.to_thread(discover_test_command, step.id, workspace)
+            command = await asyncio.to_thread(discover_test_command, step.id, where)
         if command is None and step.requires_testing:
             results.append(
                 CheckResult(
@@ -249,7 +332,7 @@ async def run_checks(
                 "tests",
                 lambda: _tests_check(
                     command,
-                    workspace,
+                    where,
                     check_timeout_s,
                     previous_collected,
                     explicit=bool(step.test_command),
@@ -257,19 +340,20 @@ async def run_checks(
                     step=step,
                     baseline=baseline,
                     diff=diff,
+                    judge=judge,
                 ),
             )
             tests_result = results[-1]
 
     findings: list[TamperFinding] = []
     if baseline.get("version") and _integrity_applies(step, baseline, diff, tests_result):
-        findings = await asyncio.to_thread(_tamper_scan, workspace, tree, diff)
-        # Hashing the workspace is file work: off the event loop, like every other blocking call.
+        findings = await asyncio.to_thread(_tamper_scan, where, tree, diff)
+        # Hashing the tree is file work: off the event loop, like every other blocking call.
         await run(
             "integrity",
             "integrity",
             lambda: asyncio.to_thread(
-                _integrity_check, step, workspace, baseline, tests_result, findings
+                _integrity_check, step, where, baseline, tests_result, findings
             ),
         )
 
@@ -282,6 +366,75 @@ async def run_checks(
             ),
         )
     return results
+
+
+def _outside_scope(
+    step: ManifestStep,
+    workspace: Path,
+    baseline: Mapping[str, Any],
+    diff: Mapping[str, str],
+    claimed: Sequence[str],
+) -> list[str]:
+    """What the step changed outside its scope: snapshot files, and folders or links the snapshot
+    leaves out (named by the folder)."""
+    outside = outside_scope(diff, step.writes, writes_tests=step.writes_tests, claimed=claimed)
+    before = baseline.get("unsnapshotted")
+    if before is not None:
+        patterns = [*(step.writes or ()), *claimed]
+        outside += [
+            rel
+            for rel in unsnapshotted_changes(before, unsnapshotted(workspace))
+            if not any(pattern.startswith((rel, "**")) for pattern in patterns)
+        ]
+    return sorted(outside)
+
+
+def _scope_failure(outside: list[str]) -> CheckResult:
+    shown = ", ".join(outside[:MAX_LISTED_PATHS])
+    more = len(outside) - MAX_LISTED_PATHS
+    return CheckResult(
+        name="scope",
+        type="integrity",
+        passed=False,
+        diagnosis=f"{WROTE_OUTSIDE_SCOPE}: the step changed files outside its write scope: {shown}"
+        + (f" and {more} more" if more > 0 else "")
+        + " (a step may change the project's Python source, not tests, runner configuration, "
+        "hidden or data files, unless its manifest entry says so with writes: or writes_tests)",
+        details={"reason": WROTE_OUTSIDE_SCOPE, "paths": outside},
+    )
+
+
+_collections: dict[str, list[str]] = {}
+"""Pre-step collections by snapshot and command."""
+
+
+async def _missing_tests(
+    run: TestRun,
+    command: str,
+    step: ManifestStep,
+    baseline: Mapping[str, Any],
+    where: Path,
+    timeout_s: float,
+    confinement: Confinement,
+) -> list[str]:
+    """Named tests that were not collected or did not pass, and tests the judge's run lost of the
+    ones the same command collects on the pre-step code."""
+    problems = named_problems(named_tests(step), run.items or [], run.outcomes or {})
+    tree: dict[str, str] = dict(baseline.get("tree") or {})
+    key = hashlib.sha256(
+        json.dumps([command, sorted(tree.items())], separators=(",", ":")).encode()
+    ).hexdigest()
+    before = _collections.get(key)
+    if before is None:
+        pre = await _run_in_tree(
+            tree, command, where, baseline, timeout_s, confinement, collect_only=True
+        )
+        before = list(pre.items or [])
+        if len(_collections) >= MAX_COLLECTIONS:
+            _collections.pop(next(iter(_collections)))
+        _collections[key] = before
+    lost = lost_tests(before, run.items or [], writes_tests=step.writes_tests)
+    return [*problems, *([lost] if lost else [])]
 
 
 def checks_passed(results: list[CheckResult]) -> bool:
@@ -425,8 +578,17 @@ async def _command_check(
     timeout_s: float,
     *,
     confinement: Confinement,
+    judge: JudgeTree | None,
 ) -> CheckResult:
-    run = await run_command(command, workspace, timeout_s=timeout_s, confinement=confinement)
+    run = await run_command(
+        command,
+        workspace,
+        timeout_s=timeout_s,
+        confinement=confinement,
+        env=judge.env() if judge else None,
+        writable=(judge.scratch,) if judge else (),
+        readonly=(judge.root,) if judge else (),
+    )
     details = {
         "check_index": index,
         "command": command,
@@ -456,8 +618,11 @@ async def _tests_check(
     step: ManifestStep,
     baseline: Mapping[str, Any],
     diff: Mapping[str, str],
+    judge: JudgeTree | None,
 ) -> CheckResult:
-    run = await run_tests(command, workspace, timeout_s=timeout_s, confinement=confinement)
+    run = await run_tests(
+        command, workspace, timeout_s=timeout_s, confinement=confinement, judge=judge
+    )
     details: dict[str, Any] = {
         "command": command,
         "discovered": not explicit,
@@ -490,8 +655,13 @@ async def _tests_check(
             )
         if not run.collected and not run.timed_out:
             problems.append("the test run collected no tests")
-        elif run.collected and not run.passed and not (run.failed or run.errors):
+        elif run.skipped and not run.passed and not (run.failed or run.errors):
             problems.append(f"all {run.collected} collected tests were skipped: none passed")
+        elif run.skipped:
+            problems.append(
+                f"{run.skipped} of {run.collected} tests were skipped or xfailed: "
+                "a test that did not run did not pass"
+            )
         if run.collected and previous_collected is not None and run.collected < previous_collected:
             problems.append(
                 f"collected {run.collected} tests, the previous attempt collected {previous_collected}"
@@ -503,6 +673,10 @@ async def _tests_check(
     if not problems and run.exit_code != 0:
         problems.append(f"`{command}` exited with status {run.exit_code}")
     notes: list[str] = []
+    if judge is not None and run.items is not None:
+        problems.extend(
+            await _missing_tests(run, command, step, baseline, workspace, timeout_s, confinement)
+        )
     if baseline.get("version"):
         await _judge_own_tests(
             run,
@@ -626,17 +800,14 @@ async def _run_on_pre_step_code(
     timeout_s: float,
     confinement: Confinement,
 ) -> dict[str, str]:
-    """Outcomes of the step's own tests run against the pre-step code (a rebuilt pre-step tree with
-    the step's test files laid over it); a test file that does not even load counts as failing."""
-    scratch = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="veriloop-pre-step-"))
-    try:
-        overlay = {rel: workspace / rel for rel in written}
-        await asyncio.to_thread(materialize, baseline.get("tree") or {}, scratch, overlay)
-        command = "pytest " + " ".join(shlex.quote(rel) for rel in own)
-        run = await run_tests(command, scratch, timeout_s=timeout_s, confinement=confinement)
-        return dict(run.outcomes or {})
-    finally:
-        await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)
+    """Outcomes of the step's own tests run against the pre-step code (a tree of the pre-step
+    files with the step's test files from ``workspace``, the judge's tree, laid over it); a test
+    file that does not even load counts as failing."""
+    files: dict[str, str | Path] = {**(baseline.get("tree") or {})}
+    files.update({rel: workspace / rel for rel in written})
+    command = "pytest " + " ".join(shlex.quote(rel) for rel in own)
+    run = await _run_in_tree(files, command, workspace, baseline, timeout_s, confinement)
+    return dict(run.outcomes or {})
 
 
 async def _run_pre_step_tests(
@@ -647,32 +818,53 @@ async def _run_pre_step_tests(
     confinement: Confinement,
 ) -> list[str]:
     """Tests (node ids) of the pre-step copies of the ``edited`` test files that do not pass on the
-    post-step code (a copy of the workspace with those files put back as they were)."""
+    post-step code (the judge's tree, ``workspace``, with those files put back as they were)."""
     tree: dict[str, str] = dict(baseline.get("tree") or {})
     before = {rel: tree[rel] for rel in edited if rel in tree}
     tests = [rel for rel in before if rel.endswith(".py") and _is_test_module(rel)]
     if not tests:
         return []
-    scratch = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="veriloop-post-step-"))
+    files: dict[str, str | Path] = {
+        rel: path
+        for path in workspace_files(workspace)
+        if (rel := path.relative_to(workspace).as_posix()) not in before
+    }
+    files.update(before)
+    command = "pytest " + " ".join(shlex.quote(rel) for rel in tests)
+    run = await _run_in_tree(files, command, workspace, baseline, timeout_s, confinement)
+    broken = sorted(
+        nodeid for nodeid, outcome in (run.outcomes or {}).items() if outcome != "passed"
+    )
+    if not broken and not run.ok:
+        broken = [f"{', '.join(tests)} (the run failed, exit status {run.exit_code})"]
+    return broken
+
+
+async def _run_in_tree(
+    files: Mapping[str, str | Path],
+    command: str,
+    workspace: Path,
+    baseline: Mapping[str, Any],
+    timeout_s: float,
+    confinement: Confinement,
+    *,
+    collect_only: bool = False,
+) -> TestRun:
+    """``command`` run in a judge's tree of ``files`` built for it (removed afterwards)."""
+    judge = await asyncio.to_thread(
+        build_tree, files, workspace=workspace, executable=baseline.get("executable") or ()
+    )
     try:
-        now = {
-            rel: path
-            for path in workspace_files(workspace)
-            if (rel := path.relative_to(workspace).as_posix()) not in before
-        }
-        await asyncio.to_thread(materialize, before, scratch, now)
-        command = "pytest " + " ".join(shlex.quote(rel) for rel in tests)
-        run = await run_tests(command, scratch, timeout_s=timeout_s, confinement=confinement)
-        broken = sorted(
-            nodeid
-            for nodeid, outcome in (run.outcomes or {}).items()
-            if outcome not in ("passed", "skipped")
+        return await run_tests(
+            command,
+            judge.root,
+            timeout_s=timeout_s,
+            confinement=confinement,
+            judge=judge,
+            collect_only=collect_only,
         )
-        if not broken and not run.ok:
-            broken = [f"{', '.join(tests)} (the run failed, exit status {run.exit_code})"]
-        return broken
     finally:
-        await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)
+        judge.retire()
 
 
 def _judged_files(run: TestRun, command: str, workspace: Path) -> list[str]:

@@ -65,6 +65,11 @@ class Reporter:
         if report.failed:
             self._send({"event": "collect", "nodeid": report.nodeid[:MAX_NODEID]})
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # The tests that will run, after deselection: a named test missing here did not run.
+        for item in session.items:
+            self._send({"event": "item", "nodeid": item.nodeid[:MAX_NODEID]})
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self._send(
             {

@@ -7,9 +7,8 @@ as for test discovery) in a content-addressed store outside the workspace and re
 copies. Reading a blob checks its hash: a store that was tampered with reads as missing, never as
 the step's version.
 
-:func:`changed_files` is the step's diff against the tree; :func:`materialize` rebuilds the pre-step
-tree (with chosen post-step files laid over it) in a scratch folder, where the tests the step wrote
-run against the code as it was before the step.
+:func:`changed_files` is the step's diff against the tree; the judge's tree
+(:mod:`~veriloop.engines.plan.judge.tree`) is built from the blobs.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Mapping
@@ -139,23 +137,10 @@ def read_blob(digest: str, store: Path = STORE) -> bytes:
     return data
 
 
-def materialize(
-    tree: Mapping[str, str], dest: Path, overlay: Mapping[str, Path], store: Path = STORE
-) -> None:
-    """Write the pre-step ``tree`` into ``dest``, then the files of ``overlay`` (``{path: source}``)
-    over it. Files whose pre-step copy was too large to keep are left out."""
-    for rel, digest in tree.items():
-        try:
-            data = read_blob(digest, store)
-        except SnapshotMissing:
-            continue
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-    for rel, source in overlay.items():
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
+def store_file(path: Path, store: Path = STORE) -> str:
+    """Store one file's content (once per content); its sha256."""
+    store.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return _store(path, store)
 
 
 def _store(path: Path, store: Path) -> str:
@@ -183,9 +168,9 @@ __all__ = [
     "SnapshotMissing",
     "changed_files",
     "current_tree",
-    "materialize",
     "prune",
     "read_blob",
     "sha256_file",
+    "store_file",
     "take_snapshot",
 ]

@@ -42,10 +42,13 @@ import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veriloop.engines.plan.confinement.process import run_command
 from veriloop.engines.plan.confinement.sandbox import DEFAULT_CONFINEMENT, Confinement
+
+if TYPE_CHECKING:
+    from veriloop.engines.plan.judge.tree import JudgeTree
 
 FAILURE_MESSAGE_CHARS = 600
 """How much of one failure's message and traceback is kept."""
@@ -102,18 +105,21 @@ class TestRun:
     structured: bool = False
     outcomes: dict[str, str] | None = None
     """Per-test outcome by node id as the reporter sent it (None: no reporter ran)."""
+    items: list[str] | None = None
+    """Node ids of the tests pytest was about to run, after deselection (None: no reporter ran)."""
     tampered: list[str] = field(default_factory=list)
     """Evidence that the report was forged: where the reporter, the XML, the summary and the exit
     status disagree."""
 
     @property
     def ok(self) -> bool:
-        """Exit 0 in time, and (when structured) at least one test, none failed or errored."""
+        """Exit 0 in time, and (when structured) at least one test, none failed, errored or
+        skipped (a skipped or xfailed test did not pass)."""
         if self.timed_out or self.exit_code != 0:
             return False
         if not self.structured:
             return True
-        return bool(self.collected) and not self.failed and not self.errors
+        return bool(self.collected) and not self.failed and not self.errors and not self.skipped
 
 
 def discover_test_command(step_id: str, workspace: Path) -> str | None:
@@ -175,14 +181,28 @@ async def run_tests(
     *,
     timeout_s: float,
     confinement: Confinement = DEFAULT_CONFINEMENT,
+    judge: JudgeTree | None = None,
+    collect_only: bool = False,
 ) -> TestRun:
     """Run a test command; pytest's counts come from the per-test reporter when veriloop's pytest
-    runs, cross-checked with its JUnit XML (failure messages come from the XML)."""
+    runs, cross-checked with its JUnit XML (failure messages come from the XML). With ``judge``,
+    ``workspace`` is its tree: the run gets the judge's environment and the operator's pytest
+    configuration, the tree bound read-only and its scratch folder writable.
+    ``collect_only``: pytest only collects (``TestRun.items`` lists what it found)."""
     tmpdir = await asyncio.to_thread(tempfile.mkdtemp, prefix="veriloop-junit-")
+    os.chmod(tmpdir, 0o777)  # the test process may run as another user
     junit = Path(tmpdir) / "junit.xml"
     options = f"--junitxml={shlex.quote(str(junit))} -p no:cacheprovider"
-    parts = _pytest_parts(command)
     env: dict[str, str] = {}
+    writable, readonly = [Path(tmpdir)], []
+    if judge is not None:
+        options += " " + shlex.join(judge.pytest_options())
+        env.update(judge.env())
+        writable.append(judge.scratch)
+        readonly.append(judge.root)
+    if collect_only:
+        options += " --collect-only"
+    parts = _pytest_parts(command)
     channel: _Channel | None = None
     try:
         if parts is not None:
@@ -206,7 +226,8 @@ async def run_tests(
             timeout_s=timeout_s,
             env=env,
             confinement=confinement,
-            writable=(Path(tmpdir),),
+            writable=writable,
+            readonly=readonly,
         )
         # pytest's "generated xml file: <our temporary path>" line is our plumbing, not test output.
         output = "\n".join(line for line in run.output.split("\n") if str(junit) not in line)
@@ -295,6 +316,8 @@ class _Reports:
     exitstatus: int | None = None
     phases: dict[str, dict[str, str]] = field(default_factory=dict)
     collect_errors: list[str] = field(default_factory=list)
+    items: list[str] = field(default_factory=list)
+    """Node ids pytest collected and was about to run."""
     problems: list[str] = field(default_factory=list)
 
     @classmethod
@@ -321,6 +344,8 @@ class _Reports:
                 reports.exitstatus = record["exitstatus"]
             elif event == "collect":
                 reports.collect_errors.append(str(record.get("nodeid")))
+            elif event == "item":
+                reports.items.append(str(record.get("nodeid")))
             elif event == "test" and record.get("outcome") != "rerun":
                 phases = reports.phases.setdefault(str(record.get("nodeid")), {})
                 when = str(record.get("when"))
@@ -421,6 +446,7 @@ def _apply_reports(run: TestRun, reports: _Reports, cwd: Path) -> None:
                 f"the tests reported {expected['failed']} failed and {expected['errors']} errors"
             )
     run.outcomes = {_from_cwd(nodeid, reports.rootdir, cwd): o for nodeid, o in outcomes.items()}
+    run.items = [_from_cwd(nodeid, reports.rootdir, cwd) for nodeid in reports.items]
     run.collected = sum(seen)
     run.passed, run.failed, run.errors, run.skipped = seen
     run.structured = True

@@ -1,0 +1,220 @@
+"""The judge's tree, named tests and hidden tests: checks run on the pre-step snapshot plus the
+step's in-scope changes, never on the live workspace."""
+
+from __future__ import annotations
+
+import os
+import stat
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from veriloop.engines.plan.judge.checks import run_checks, take_baseline
+from veriloop.engines.plan.judge.hidden import hide, restore
+from veriloop.engines.plan.judge.named import named_tests_command
+from veriloop.engines.plan.judge.snapshot import take_snapshot
+from veriloop.engines.plan.judge.tree import build_tree, judge_files
+from veriloop.schemas.manifest import ManifestStep
+from veriloop.schemas.plan_run import ExecutionResult
+
+GOOD = "def add(a, b):\n    return a + b\n"
+BUGGY = "def add(a, b):\n    return a - b\n"
+TESTS = """\
+import pytest
+from calc import add
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+@pytest.mark.parametrize("a", [1, 2])
+def test_zero(a):
+    assert add(a, 0) == a
+"""
+
+
+def write(root: Path, rel: str, text: str) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def step(**fields: Any) -> ManifestStep:
+    return ManifestStep.model_validate({"id": "calc", "executor": "python", **fields})
+
+
+async def judge(the_step: ManifestStep, workspace: Path, baseline: dict, **kw: Any) -> dict:
+    results = await run_checks(
+        the_step,
+        ExecutionResult(ok=True, output="done"),
+        depends={},
+        workspace=workspace,
+        baseline=baseline,
+        previous_collected=None,
+        llm=None,
+        review=False,
+        check_timeout_s=60,
+        **kw,
+    )
+    return {result.name: result for result in results}
+
+
+def project(root: Path, code: str = BUGGY) -> Path:
+    write(root, "calc.py", code)
+    write(root, "tests/test_calc.py", TESTS)
+    write(root, "pytest.ini", "[pytest]\npythonpath = .\n")
+    return root
+
+
+def test_the_tree_is_read_only_links_to_the_snapshot_plus_copies(tmp_path: Path) -> None:
+    project(tmp_path)
+    tree, _ = take_snapshot(tmp_path)
+    write(tmp_path, "calc.py", GOOD)
+    judge_tree = build_tree(judge_files(tree, tmp_path, {"calc.py": "changed"}), workspace=tmp_path)
+    try:
+        root = judge_tree.root
+        assert (root / "calc.py").read_text() == GOOD and (root / "tests/test_calc.py").exists()
+        linked = (root / "tests/test_calc.py").stat()
+        assert linked.st_nlink >= 2  # a hard link to the store's blob, not a copy
+        for path in [root, root / "tests", root / "calc.py", root / "tests/test_calc.py"]:
+            mode = stat.S_IMODE(path.stat().st_mode)
+            assert mode & 0o222 == 0 and mode & 0o004  # read-only, readable by others
+        assert not judge_tree.root.is_relative_to(tmp_path)
+        assert judge_tree.scratch not in root.parents
+    finally:
+        judge_tree.close()
+    assert not judge_tree.base.exists()
+
+
+@pytest.mark.anyio
+async def test_tests_run_in_the_tree_with_the_snapshot_config_and_no_step_caches(
+    tmp_path: Path,
+) -> None:
+    project(tmp_path)
+    the_step = step(test_command="pytest tests/test_calc.py", writes=["calc.py", "extra/**"])
+    baseline = take_baseline(the_step, tmp_path, discovered_command=None)
+    write(tmp_path, "calc.py", GOOD)
+    # A config file of another name in a folder the scope allows is never read: the snapshot's
+    # pytest.ini is passed with -c.
+    write(tmp_path, "extra/tox.ini", "[pytest]\naddopts = -k nothing_matches\n")
+    # Bytecode forged for the tests is a cache: not a change, and not in the judge's tree.
+    write(tmp_path, "tests/__pycache__/test_calc.cpython-311-pytest-8.0.pyc", "garbage")
+    results = await judge(the_step, tmp_path, baseline)
+    assert results["tests"].passed, results["tests"].diagnosis
+    assert results["tests"].details["collected"] == 3
+
+
+@pytest.mark.anyio
+async def test_a_test_that_writes_into_the_tree_cannot(tmp_path: Path) -> None:
+    project(tmp_path, GOOD)
+    write(
+        tmp_path,
+        "tests/test_state.py",
+        "from pathlib import Path\n\n\ndef test_writes():\n    Path('state.txt').write_text('x')\n",
+    )
+    the_step = step(test_command="pytest tests/test_state.py")
+    baseline = take_baseline(the_step, tmp_path, discovered_command=None)
+    results = await judge(the_step, tmp_path, baseline)
+    assert not results["tests"].passed
+    assert not (tmp_path / "state.txt").exists()
+
+
+@pytest.mark.anyio
+async def test_skips_never_pass_a_run(tmp_path: Path) -> None:
+    project(tmp_path, GOOD)
+    write(
+        tmp_path,
+        "tests/test_calc.py",
+        TESTS + "\n\n@pytest.mark.skip('later')\ndef test_later():\n    pass\n",
+    )
+    the_step = step(test_command="pytest tests/test_calc.py")
+    baseline = take_baseline(the_step, tmp_path, discovered_command=None)
+    tests = (await judge(the_step, tmp_path, baseline))["tests"]
+    assert not tests.passed and "1 of 4 tests were skipped" in tests.diagnosis
+
+
+@pytest.mark.anyio
+async def test_named_tests_must_each_be_collected_and_pass(tmp_path: Path) -> None:
+    project(tmp_path)
+    write(
+        tmp_path,
+        "tests/test_more.py",
+        "import pytest\n\n\n@pytest.mark.xfail\ndef test_x():\n    assert False\n",
+    )
+    the_step = step(
+        test_command="pytest tests/test_calc.py",
+        fail_to_pass=["tests/test_calc.py::test_add"],
+        pass_to_pass=["tests/test_calc.py::test_zero", "tests/test_calc.py::test_gone"],
+    )
+    baseline = take_baseline(the_step, tmp_path, discovered_command=None)
+    write(tmp_path, "calc.py", GOOD)
+    tests = (await judge(the_step, tmp_path, baseline))["tests"]
+    assert not tests.passed
+    assert "tests/test_calc.py::test_gone was not collected" in tests.diagnosis
+    assert "test_zero did not pass" not in tests.diagnosis
+    # An xfailed named test did not pass.
+    xfail = step(test_command="pytest tests/test_calc.py", pass_to_pass=["tests/test_more.py"])
+    tests = (await judge(xfail, tmp_path, baseline))["tests"]
+    assert not tests.passed and "tests/test_more.py did not pass" in tests.diagnosis
+
+
+def test_named_tests_join_a_pytest_command() -> None:
+    named = step(fail_to_pass=["tests/test_b.py::test_x"], pass_to_pass=["tests/test_a.py"])
+    assert named_tests_command(named, "pytest tests/test_a.py -q") == (
+        "pytest tests/test_a.py -q tests/test_b.py::test_x"
+    )
+    assert named_tests_command(named, None) == "pytest tests/test_b.py::test_x tests/test_a.py"
+    assert named_tests_command(named, "pytest") == "pytest"  # the configuration's test paths
+    assert named_tests_command(step(), "make test") == "make test"
+
+
+@pytest.mark.anyio
+async def test_a_run_that_collects_fewer_of_the_snapshot_tests_has_not_passed(
+    tmp_path: Path,
+) -> None:
+    project(tmp_path)
+    write(tmp_path, "cases.py", "CASES = [1, 2]\n")
+    write(
+        tmp_path,
+        "tests/test_calc.py",
+        TESTS.replace("[1, 2]", "__import__('cases').CASES"),
+    )
+    the_step = step(test_command="pytest tests/test_calc.py")
+    baseline = take_baseline(the_step, tmp_path, discovered_command=None)
+    write(tmp_path, "calc.py", GOOD)
+    write(tmp_path, "cases.py", "CASES = [1]\n")  # in scope: the code drives parametrisation
+    tests = (await judge(the_step, tmp_path, baseline))["tests"]
+    assert not tests.passed
+    assert "1 of the 3 tests collected before the step were not collected" in tests.diagnosis
+
+
+@pytest.mark.anyio
+async def test_hidden_tests_are_only_in_the_judges_tree(tmp_path: Path) -> None:
+    project(tmp_path)
+    write(
+        tmp_path,
+        "tests/hidden/test_secret.py",
+        "from calc import add\n\n\ndef test_secret():\n    assert add(40, 2) == 42\n",
+    )
+    hidden = hide(tmp_path, ["tests/hidden/**"])
+    assert list(hidden) == ["tests/hidden/test_secret.py"]
+    assert not (tmp_path / "tests/hidden/test_secret.py").exists()
+    the_step = step(test_command="pytest tests/hidden/test_secret.py")
+    baseline = take_baseline(the_step, tmp_path, discovered_command=None)
+    results = await judge(the_step, tmp_path, baseline, hidden=hidden)
+    assert not results["tests"].passed  # the buggy code fails the hidden test
+    write(tmp_path, "calc.py", GOOD)
+    # A step that writes its own version at the hidden path is outside its scope, and the
+    # operator's file wins in the tree where a scope allows the write.
+    write(tmp_path, "tests/hidden/test_secret.py", "def test_secret():\n    pass\n")
+    results = await judge(the_step, tmp_path, baseline, hidden=hidden)
+    assert results["scope"].details["paths"] == ["tests/hidden/test_secret.py"]
+    os.unlink(tmp_path / "tests/hidden/test_secret.py")
+    results = await judge(the_step, tmp_path, baseline, hidden=hidden)
+    assert results["tests"].passed, results["tests"].diagnosis
+    assert restore(tmp_path, hidden) == []
+    assert "add(40, 2)" in (tmp_path / "tests/hidden/test_secret.py").read_text()
