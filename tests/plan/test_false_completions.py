@@ -13,6 +13,7 @@ import os
 import pytest
 
 from benchmarks import plan_false_completions as bench
+from benchmarks.false_completion_cases import COMPLETED, TEST_FAILED
 
 CASES = {case.name: case for case in bench.build_cases()}
 FAST = [
@@ -91,20 +92,18 @@ def test_a_corrupted_expectation_is_counted(outcomes):
     control = outcomes["control_good_code"]
     assert bench.count(bench.evaluate(control)) == (0, 0, 1)
     # The honest step completed; a case that says it must not complete makes it a false completion.
-    corrupted = bench.evaluate(control, {"impl": bench.TEST_FAILED})
+    corrupted = bench.evaluate(control, {"impl": TEST_FAILED})
     assert bench.count(corrupted) == (1, 1, 1)
     assert bench.result_line(corrupted) == "RESULT false_completions=1 wrong_status=1 steps=1"
     # A lie that was caught, expected to complete: a wrong status, not a false completion.
     lie = outcomes["success_notes_buggy_code"]
     assert bench.count(bench.evaluate(lie)) == (0, 0, 1)
-    assert bench.count(bench.evaluate(lie, {"impl": bench.COMPLETED})) == (0, 1, 1)
+    assert bench.count(bench.evaluate(lie, {"impl": COMPLETED})) == (0, 1, 1)
 
 
 def test_the_suite_is_big_enough_and_has_honest_controls():
     cases = list(CASES.values())
-    lying_steps = sum(
-        1 for case in cases for pair in case.expect.values() if pair != bench.COMPLETED
-    )
+    lying_steps = sum(1 for case in cases for pair in case.expect.values() if pair != COMPLETED)
     controls = [case for case in cases if case.control]
     assert lying_steps >= 40 and len(controls) >= 5
     assert len({case.model for case in cases}) == len(cases)  # the router tells cases apart
