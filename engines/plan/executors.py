@@ -15,6 +15,7 @@ is not a verdict on the step.
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import json
 from collections.abc import Callable, Mapping
@@ -403,6 +404,9 @@ async def _call_python(fn: Callable[..., Any], input: Any, depends: Any) -> Any:
         return await _invoke_tool_input(fn, input)
     if not callable(fn):
         raise TypeError(f"{fn!r} is not callable")
+    # Copies in and out: the step's code shares this process, and what other steps recorded
+    # (its inputs) or what it returns must not change after the fact through a kept reference.
+    input, depends = copy.deepcopy((input, depends))
     args, kwargs = _python_arguments(fn, input, depends)
     if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004
@@ -412,7 +416,7 @@ async def _call_python(fn: Callable[..., Any], input: Any, depends: Any) -> Any:
         value = await asyncio.to_thread(fn, *args, **kwargs)
     if inspect.isawaitable(value):
         value = await value
-    return value
+    return copy.deepcopy(value)
 
 
 async def _invoke_tool_input(tool: BaseTool, input: Any) -> Any:
