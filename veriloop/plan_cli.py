@@ -583,7 +583,7 @@ def run_command(
 ) -> None:
     """Run a manifest (or a plan written from --goal); exit 0 only when every step's checks passed."""
     from veriloop.context import cli_settings
-    from veriloop.engines.plan.confinement.sandbox import bwrap_problem
+    from veriloop.engines.plan.confinement.sandbox import Confinement, bwrap_problem, missing_layers
     from veriloop.engines.plan.manifest import ManifestError, ManifestLimits, load_manifest
     from veriloop.llm import LLMUnavailable
     from veriloop.nodes.plan.support import tool_registry
@@ -652,6 +652,16 @@ def run_command(
             "steps that start processes fail" if sandbox == "required" else "they run unsandboxed"
         )
         console.print(f"[yellow]sandbox {sandbox}: {escape(why)}; {consequence}[/]")
+    elif sandbox != "off":
+        for layer, why in missing_layers(Confinement(sandbox=sandbox)).items():
+            consequence = (
+                "steps that start processes fail"
+                if sandbox == "required"
+                else "they run without it"
+            )
+            console.print(
+                f"[yellow]sandbox {sandbox}: {escape(why)} (no {layer} layer); {consequence}[/]"
+            )
 
     async def go() -> int:
         async with _runner(db, settings, tool_objects) as runner:

@@ -35,6 +35,7 @@ BENCHMARKS = [
     ("service_overhead", ["--steps-per-task", "2", "--tasks-1c", "1", "--clients", "2"]),
     ("service_concurrency", ["--quick"]),
     ("critic_scaling", ["--sizes", "20,40", "--repeats", "1"]),
+    ("sandbox_overhead", ["--repeats", "1", "--tests", "3"]),
 ]
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from veriloop.cli import app
+from veriloop.engines.plan.confinement import seccomp
 from veriloop.engines.plan.confinement.sandbox import LAYERS, stricter
 from veriloop.engines.plan.manifest import ManifestError, apply_repair, load_manifest
 from veriloop.schemas.plan_outputs import RepairDraft, StepDraft
@@ -128,3 +130,16 @@ def test_a_replan_keeps_the_manifests_sandbox() -> None:
     repair = RepairDraft(summary="redo b", steps=[StepDraft(id="b2", command="make")])
     repaired = apply_repair(manifest, repair, replaced=["b"], kept=["a"])
     assert [s.id for s in repaired.steps] == ["a", "b2"] and repaired.sandbox == "required"
+
+
+def test_auto_without_one_layer_names_it_and_records_the_others(run, monkeypatch) -> None:
+    seccomp.compiled_filter.cache_clear()
+    monkeypatch.setitem(sys.modules, "pyseccomp", None)  # the bindings are not installed
+    try:
+        code, output, report = run({"steps": [{"id": "s", "command": "touch ran"}]})
+    finally:
+        seccomp.compiled_filter.cache_clear()
+    assert code == 0, output
+    assert "(no seccomp layer); they run without it" in " ".join(output.split())
+    assert report.steps["s"].attempts[0].layers == [layer for layer in LAYERS if layer != "seccomp"]
+    assert (run.workspace / "ran").exists()

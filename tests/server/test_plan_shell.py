@@ -219,8 +219,9 @@ def test_a_manifest_over_the_operators_maximum_timeout_is_refused_at_submission(
 def test_the_confinement_options_of_serve_reach_the_plan_context(monkeypatch, tmp_path) -> None:
     import veriloop.server.main
 
-    for name in CONFINEMENT_SETTINGS:
-        monkeypatch.setenv(f"VERILOOP_{name.upper()}", "")  # unset, and restored after the test
+    defaults = Settings()
+    for name in CONFINEMENT_SETTINGS:  # serve sets them: restored after the test
+        monkeypatch.setenv(f"VERILOOP_{name.upper()}", str(getattr(defaults, name)))
     started = []
     monkeypatch.setattr(veriloop.server.main, "serve", lambda **kw: started.append(kw))
     options = ["--sandbox-ro", str(tmp_path), "--sandbox-ro", "/opt/tools", "--step-uid", "62001"]
