@@ -222,6 +222,11 @@ def test_the_confinement_options_of_serve_reach_the_plan_context(monkeypatch, tm
     defaults = Settings()
     for name in CONFINEMENT_SETTINGS:  # serve sets them: restored after the test
         monkeypatch.setenv(f"VERILOOP_{name.upper()}", str(getattr(defaults, name)))
+    # serve also makes its data dir, TMPDIR and the runs' workspace: here, and restored after.
+    monkeypatch.setenv("VERILOOP_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("TMPDIR", os.environ.get("TMPDIR", tempfile.gettempdir()))
+    monkeypatch.delenv("VERILOOP_WORKSPACE", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", tempfile.tempdir)
     started = []
     monkeypatch.setattr(veriloop.server.main, "serve", lambda **kw: started.append(kw))
     options = ["--sandbox-ro", str(tmp_path), "--sandbox-ro", "/opt/tools", "--step-uid", "62001"]
@@ -230,6 +235,8 @@ def test_the_confinement_options_of_serve_reach_the_plan_context(monkeypatch, tm
     options += ["--max-timeout-s", "90", "--database-url", f"sqlite:///{tmp_path}/db.sqlite"]
     result = CliRunner().invoke(app, ["serve", *options])
     assert result.exit_code == 0 and started, result.output
+    assert os.environ["VERILOOP_WORKSPACE"] == str(tmp_path / "data" / "workspace")
+    assert os.environ["TMPDIR"] == str(tmp_path / "data" / "tmp")
     context = Settings.from_env().plan_context()
     assert context.sandbox_ro == f"{tmp_path}:/opt/tools"
     assert (context.step_uid, context.step_gid, context.max_timeout_s) == (62001, 61000, 90.0)
