@@ -57,7 +57,7 @@ def test_no_page_scrolls_sideways_at_400_px(page: Page, urls):
         wide = page.evaluate("document.documentElement.scrollWidth")
         assert wide <= 400, f"{name} is {wide} px wide at 400 px"
         if name == "/":
-            link = page.locator("tr.run td a").first
+            link = page.locator("tr.run a.run-link").first
             box = link.bounding_box()
             assert box is not None and box["x"] + box["width"] <= 400
             screenshot(page, "runs_400px")
