@@ -370,11 +370,21 @@ class PlanService:
             if not await self.executing(thread):
                 try:
                     async with self._exclusive(thread):
-                        if (await self._entry(tenant, run_id)).status != "cancelled":
+                        entry = await self._entry(tenant, run_id)
+                        status = (await self._report(entry)).status
+                        if status in ENDED_STATUSES and status != "cancelled":
+                            # It ended on its own before the cancel reached it: say so.
+                            raise RunConflict(
+                                f"plan run {run_id} is already {status}: nothing to cancel",
+                                status=status,
+                            )
+                        if entry.status != "cancelled":
                             await self._record_cancel(thread)
                         return
-                except RunConflict:
-                    pass  # it started executing again (a resume): its watcher stops it
+                except RunConflict as exc:
+                    if exc.extra.get("status"):
+                        raise
+                    # It started executing again (a resume): its watcher stops it.
             if asyncio.get_running_loop().time() > deadline:
                 raise RunConflict(
                     f"plan run {run_id} did not stop within {CANCEL_WAIT_S:g} s; "
@@ -559,7 +569,13 @@ class PlanService:
         """Stop ``execution`` once the run's entry asks for a cancel (set by any process)."""
         while True:
             await asyncio.sleep(POLL_S)
-            item = await self.store.aget(NAMESPACE, thread)
+            try:
+                item = await self.store.aget(NAMESPACE, thread)
+            except Exception:  # the database is away for a moment: read again at the next poll
+                log.debug(
+                    "plan run %s: could not read its entry for a cancel", thread, exc_info=True
+                )
+                continue
             if item is not None and item.value.get("cancel_requested"):
                 self._cancelling.add(thread)
                 execution.cancel()
