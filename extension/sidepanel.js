@@ -8,6 +8,17 @@ import { installId, loadTab, tabKey } from "./tasks.js";
 
 const $ = (id) => document.getElementById(id);
 let tabId = null;
+let pageUrl = "";
+let announced = "";
+
+/** Tell a screen reader each new step once (the #progress live region), not every re-render. */
+function announce(task) {
+  const last = task.steps[task.steps.length - 1];
+  const text = last
+    ? `Step ${last.stepIndex + 1}: ${last.action}${last.target ? ` on ${last.target}` : ""}. Task ${task.state}.`
+    : `Task ${task.state}.`;
+  if (text !== announced) $("progress").textContent = announced = text;
+}
 
 function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -88,7 +99,9 @@ function render(record) {
     $("retry").textContent = task.retry || "";
     $("usage").textContent = usageLine(task.usage);
     $("stop").hidden = !busy;
-    $("resume").hidden = task.state !== "paused";
+    // Resume only where the extension can work: never on chrome:// and other internal pages.
+    $("resume").hidden = task.state !== "paused" || !/^https?:/.test(pageUrl);
+    announce(task);
     $("steps").replaceChildren(...task.steps.map((s, i) => renderStep(s, i === task.steps.length - 1, task)));
   }
   $("history-section").hidden = !record.history.length;
@@ -130,6 +143,7 @@ async function showModel() {
 async function show() {
   const tab = await currentTab();
   tabId = tab.id;
+  pageUrl = tab.url || "";
   $("page").textContent = tab.url;
   const record = await loadTab(tabId);
   render(record);
@@ -140,6 +154,12 @@ $("start-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   const reply = await send({ type: "start", goal: $("goal").value });
   if (reply?.ok) $("goal").value = "";
+});
+$("goal").addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    $("start-form").requestSubmit();
+  }
 });
 $("stop").addEventListener("click", () => send({ type: "stop" }));
 $("resume").addEventListener("click", () => send({ type: "resume" }));

@@ -86,6 +86,8 @@ EVENT_TEXT_CHARS = 2_000
 POLL_S = 0.5
 """How often the event stream reads a run that executes in another process, and an executing run
 its entry for a cancel."""
+SEARCH_SCAN = 500
+"""Runs a text search of the list reads (the latest first)."""
 CANCEL_WAIT_S = 30.0
 """How long a cancel waits for the process executing the run to stop it (it polls every POLL_S)."""
 CANCEL_REASON = "cancelled by a person before this step finished"
@@ -380,11 +382,21 @@ class PlanService:
             if not await self.executing(thread):
                 try:
                     async with self._exclusive(thread):
-                        if (await self._entry(tenant, run_id)).status != "cancelled":
+                        entry = await self._entry(tenant, run_id)
+                        status = (await self._report(entry)).status
+                        if status in ENDED_STATUSES and status != "cancelled":
+                            # It ended on its own before the cancel reached it: say so.
+                            raise RunConflict(
+                                f"plan run {run_id} is already {status}: nothing to cancel",
+                                status=status,
+                            )
+                        if entry.status != "cancelled":
                             await self._record_cancel(thread)
                         return
-                except RunConflict:
-                    pass  # it started executing again (a resume): its watcher stops it
+                except RunConflict as exc:
+                    if exc.extra.get("status"):
+                        raise
+                    # It started executing again (a resume): its watcher stops it.
             if asyncio.get_running_loop().time() > deadline:
                 raise RunConflict(
                     f"plan run {run_id} did not stop within {CANCEL_WAIT_S:g} s; "
@@ -402,11 +414,28 @@ class PlanService:
         entry = await self._entry(tenant, run_id)
         return self._follow(entry)
 
-    async def list(self, tenant: str, *, limit: int = 20, offset: int = 0) -> PlanRunList:
-        """The tenant's runs, most recently started or ended first, each summed up from its report."""
-        items = await self.store.asearch(
-            NAMESPACE, filter={"tenant": tenant}, limit=limit + 1, offset=offset
-        )
+    async def list(
+        self,
+        tenant: str,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+        status: str | None = None,
+        text: str | None = None,
+    ) -> PlanRunList:
+        """The tenant's runs, most recently started or ended first, each summed up from its report;
+        only those whose last execution ended with ``status``, and whose id, goal or manifest
+        contains ``text`` (case-insensitive, among the latest SEARCH_SCAN runs), when given."""
+        where = {"tenant": tenant, **({"status": status} if status else {})}
+        if text:
+            items = await self.store.asearch(NAMESPACE, filter=where, limit=SEARCH_SCAN)
+            needle = text.casefold()
+            found = [item for item in items if needle in _searchable(item.value)]
+            items = found[offset : offset + limit + 1]
+        else:
+            items = await self.store.asearch(
+                NAMESPACE, filter=where, limit=limit + 1, offset=offset
+            )
         entries = [PlanEntry.model_validate(item.value) for item in items]
         summaries = [await self._summary(entry) for entry in entries[:limit]]
         more = len(entries) > limit
@@ -555,7 +584,13 @@ class PlanService:
         """Stop ``execution`` once the run's entry asks for a cancel (set by any process)."""
         while True:
             await asyncio.sleep(POLL_S)
-            item = await self.store.aget(NAMESPACE, thread)
+            try:
+                item = await self.store.aget(NAMESPACE, thread)
+            except Exception:  # the database is away for a moment: read again at the next poll
+                log.debug(
+                    "plan run %s: could not read its entry for a cancel", thread, exc_info=True
+                )
+                continue
             if item is not None and item.value.get("cancel_requested"):
                 self._cancelling.add(thread)
                 execution.cancel()
@@ -828,6 +863,13 @@ def paused(report: PlanRunReport, entry: PlanEntry, *, executing: bool) -> PlanR
     if report.status != "running" or executing:
         return report
     return report.model_copy(update={"status": "paused"})
+
+
+def _searchable(entry: Mapping[str, Any]) -> str:
+    """A run entry's id, goal and manifest (as sent) as one case-folded text."""
+    manifest = entry.get("request", {}).get("manifest")
+    text = manifest if isinstance(manifest, str) else json.dumps(manifest, default=str)
+    return f"{entry.get('run_id', '')} {entry.get('goal', '')} {text}".casefold()
 
 
 def _lock_key(thread: str) -> str:

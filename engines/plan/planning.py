@@ -90,7 +90,7 @@ DEPENDENCY_RESULTS = "Results of the steps this one depends on:"
 def render_task(step: ManifestStep, depends: Mapping[str, Any]) -> str:
     """The task an executor is given: the step's input with ``{{dep}}`` placeholders filled in,
     followed by the results of its dependencies as fenced data."""
-    text, _ = _fill_placeholders(step, depends)
+    text, _ = fill_placeholders(step, depends)
     if not depends:
         return text
     results = json.dumps(dict(depends), indent=1, default=str)
@@ -100,16 +100,14 @@ def render_task(step: ManifestStep, depends: Mapping[str, Any]) -> str:
 def review_question(step: ManifestStep, depends: Mapping[str, Any]) -> str:
     """The question a person is asked: the input with placeholders filled in, then, as plain lines
     (a person reads them, not a model: no fences), the results its text does not show already."""
-    text, rest = _fill_placeholders(step, depends)
+    text, rest = fill_placeholders(step, depends)
     if not rest:
         return text
     lines = "\n".join(f"- {dep}: {_as_text(result)}" for dep, result in rest.items())
     return f"{text}\n\n{DEPENDENCY_RESULTS}\n{lines}"
 
 
-def _fill_placeholders(
-    step: ManifestStep, depends: Mapping[str, Any]
-) -> tuple[str, dict[str, Any]]:
+def fill_placeholders(step: ManifestStep, depends: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """The input with ``{{dep}}`` filled in, and the dependencies it did not name."""
     text = step.input if isinstance(step.input, str) else json.dumps(step.input, default=str)
     rest = {}

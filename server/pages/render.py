@@ -18,6 +18,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from veriloop.engines.plan.planning import fill_placeholders
 from veriloop.schemas.manifest import ManifestStep
 from veriloop.schemas.plan_run import PlanRunReport, StepResult
 from veriloop.schemas.usage import Usage, total_usage
@@ -259,7 +260,13 @@ def review_views(report: PlanRunReport, start: int = 0) -> list[ReviewView]:
     views = []
     for i, pending in enumerate(report.pending_reviews):
         spec = _spec(report, pending.step_id)
-        depends = spec.depends_on if spec else []
+        results = {
+            d: report.steps[d].output
+            for d in (spec.depends_on if spec else [])
+            if d in report.steps
+        }
+        # The input as the step sees it ({{dep}} filled in); the results it does not show, apart.
+        task, unshown = fill_placeholders(spec, results) if spec else (pending.question, {})
         views.append(
             ReviewView(
                 index=start + i,
@@ -268,8 +275,8 @@ def review_views(report: PlanRunReport, start: int = 0) -> list[ReviewView]:
                 step_id=pending.step_id,
                 kind=str(pending.context.get("kind", "human_review")),
                 question=pending.question,
-                task=spec.input if spec else pending.question,
-                depends=[(d, report.steps[d].output) for d in depends if d in report.steps],
+                task=task,
+                depends=list(unshown.items()),
                 commands=[str(c) for c in pending.context.get("commands") or []],
             )
         )

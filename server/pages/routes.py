@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any
-from urllib.parse import quote
+from typing import Annotated, Any, Literal
+from urllib.parse import quote, urlencode
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
@@ -125,11 +125,34 @@ def page_tenant(request: Request) -> str:
 PageTenant = Annotated[str, Depends(page_tenant)]
 
 
+RUN_FILTERS = ("running", "awaiting_review", "completed", "failed", "rejected", "cancelled")
+"""The statuses the runs page filters on (as a run's last execution ended)."""
+
+
 @router.get("/", response_class=HTMLResponse)
-async def runs_page(request: Request, tenant: PageTenant, offset: Offset = 0) -> HTMLResponse:
-    """The tenant's plan runs."""
-    runs = await request.app.state.plans.list(tenant, limit=PAGE_SIZE, offset=offset)
-    return _page(request, "runs.html", "Plan runs", "runs", runs=runs)
+async def runs_page(
+    request: Request,
+    tenant: PageTenant,
+    offset: Offset = 0,
+    q: Annotated[str, Query(max_length=200)] = "",
+    status: Annotated[Literal["", *RUN_FILTERS], Query()] = "",  # type: ignore[valid-type]
+) -> HTMLResponse:
+    """The tenant's plan runs, optionally only one status and those whose goal or id has ``q``."""
+    runs = await request.app.state.plans.list(
+        tenant, limit=PAGE_SIZE, offset=offset, status=status or None, text=q.strip() or None
+    )
+    filters = urlencode({k: v for k, v in (("q", q), ("status", status)) if v})
+    return _page(
+        request,
+        "runs.html",
+        "Plan runs",
+        "runs",
+        runs=runs,
+        q=q,
+        status=status,
+        statuses=RUN_FILTERS,
+        filters=f"&{filters}" if filters else "",
+    )
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)

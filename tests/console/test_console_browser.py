@@ -123,7 +123,8 @@ def test_a_rejection_with_a_comment_fails_the_step_and_blocks_what_follows(
     card.get_by_label("Comment").fill("not on a Friday")
     card.get_by_role("button", name="Reject").click()
     expect(page.locator("#notice")).to_have_text(
-        f"Rejected: step review of run {run_id}; the run continues."
+        f"Rejected: step review of run {run_id}; the step fails; its failure policy decides "
+        "what follows."
     )
     report = wait_for_run(api, run_id)
     assert report["status"] == "failed"

@@ -57,7 +57,7 @@ def test_no_page_scrolls_sideways_at_400_px(page: Page, urls):
         wide = page.evaluate("document.documentElement.scrollWidth")
         assert wide <= 400, f"{name} is {wide} px wide at 400 px"
         if name == "/":
-            link = page.locator("tr.run td a").first
+            link = page.locator("tr.run a.run-link").first
             box = link.bounding_box()
             assert box is not None and box["x"] + box["width"] <= 400
             screenshot(page, "runs_400px")
@@ -114,3 +114,23 @@ def test_a_browser_task_page_follows_the_task_live(page: Page, console_server, a
     expect(page.locator("article[data-step]")).to_have_count(2, timeout=10_000)
     expect(page.locator("article[data-step='0']")).to_contain_text("succeeded")
     assert page.evaluate("window.__loaded_once") is True  # updated in place, never reloaded
+
+
+def test_runs_are_searched_and_filtered_by_status(page: Page, console_server, api, urls, tmp_path):
+    tag = uuid.uuid4().hex[:8]
+    manifest = {"goal": f"needle {tag}", "steps": [python_step("n", tmp_path / "m.txt")]}
+    found = api.post("/api/plans", json={"manifest": manifest}).json()["runId"]
+    wait_for_run(api, found)
+    sign_in(page, urls["/"])
+    page.get_by_label("Search runs (id, goal, manifest)").fill(tag)
+    page.get_by_role("button", name="Filter").click()
+    rows = page.locator("tr.run")
+    expect(rows).to_have_count(1)
+    expect(rows).to_have_attribute("data-run", found)
+    page.get_by_label("Status").select_option("failed")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator("main")).to_contain_text("No plan run matches.")
+    page.get_by_label("Status").select_option("completed")
+    page.get_by_role("button", name="Filter").click()
+    expect(rows).to_have_count(1)
+    assert api.get("/", params={"status": "nonsense"}).status_code == 422

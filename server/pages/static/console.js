@@ -146,11 +146,13 @@ async function answer(form, approved) {
     return;
   }
   form.querySelector("textarea").value = "";
-  const verdict = approved ? "Approved" : "Rejected";
-  answered[form.dataset.key] = `${verdict}; the run continues.`;
+  // Say what was sent, and what follows from it: a rejection fails the step, and its failure
+  // policy decides whether the run goes on.
+  const next = approved ? "the run continues" : "the step fails; its failure policy decides what follows";
+  answered[form.dataset.key] = approved ? "Approved." : "Rejected.";
   status.textContent = answered[form.dataset.key];
   document.getElementById("notice").textContent =
-    `${verdict}: step ${form.dataset.step} of run ${form.dataset.run}; the run continues.`;
+    `${approved ? "Approved" : "Rejected"}: step ${form.dataset.step} of run ${form.dataset.run}; ${next}.`;
   await refresh();
 }
 
