@@ -17,7 +17,7 @@ pending_tool_calls   no tool call is still pending                              
 command[i]           the i-th command check exits 0 within its timeout                    each one
 tests                the test command (``step.test_command``, else the one found by        see below
                      convention before the step ran) exits 0, ran at least one test, none
-                     failed or errored, not all were skipped, it did not collect fewer
+                     failed, errored or was skipped, it did not collect fewer
                      tests than the previous attempt, and its per-test reports agree with
                      its JUnit XML; tests the step wrote judge only under ``writes_tests``
                      and only when one fails on the pre-step code (FAIL_TO_PASS), and the
@@ -30,6 +30,14 @@ integrity            no test file (``tests/**``, ``test_*.py``, ``*_test.py``, `
                      step's diff (critical steps; others list them for the review)        .py files
 review               an LLM review of the output passes with confidence >= 0.70            review=True
 ==================== ==================================================================== ===========
+
+Before all of them, the write scope (:mod:`~veriloop.engines.plan.judge.scope`): a step that
+changed a file outside it gets one failed check, ``scope`` (``wrote_outside_scope``), and nothing
+else is judged. Command checks and test runs run in the judge's tree
+(:mod:`~veriloop.engines.plan.judge.tree`): the pre-step snapshot plus the in-scope changes, never
+the live workspace. The operator's named tests (``fail_to_pass``, ``pass_to_pass``, and the tests
+the command collects on the pre-step snapshot) must each be collected and pass
+(:mod:`~veriloop.engines.plan.judge.named`).
 
 ``predicate[i]`` and ``command[i]`` count checks of that kind in ``step.checks`` order
 (``details["check_index"]`` is the position in ``step.checks``). Tests apply by
@@ -69,7 +77,11 @@ from typing import Any
 import jsonschema
 
 from veriloop.engines.plan.confinement.process import run_command
-from veriloop.engines.plan.confinement.sandbox import DEFAULT_CONFINEMENT, Confinement
+from veriloop.engines.plan.confinement.sandbox import (
+    DEFAULT_CONFINEMENT,
+    Confinement,
+    will_sandbox,
+)
 from veriloop.engines.plan.judge.executed import executed_files
 from veriloop.engines.plan.judge.named import (
     lost_tests,
@@ -212,10 +224,11 @@ async def run_checks(
         baseline = {**baseline, "tree": {**tree, **hidden}}
     judge = (
         await asyncio.to_thread(
-            build_tree,
+            _tree_for,
             {**judge_files(tree, workspace, diff), **(hidden or {})},
-            workspace=workspace,
-            executable=baseline.get("executable") or (),
+            workspace,
+            baseline,
+            confinement,
         )
         if baseline.get("version")
         else None
@@ -842,6 +855,22 @@ async def _run_pre_step_tests(
     return broken
 
 
+def _tree_for(
+    files: Mapping[str, str | Path],
+    workspace: Path,
+    baseline: Mapping[str, Any],
+    confinement: Confinement,
+) -> JudgeTree:
+    """A judge's tree of ``files``; an idle one patched when only sandboxed processes (which see
+    it read-only) will use it."""
+    return build_tree(
+        files,
+        workspace=workspace,
+        executable=baseline.get("executable") or (),
+        reuse=will_sandbox(confinement),
+    )
+
+
 async def _run_in_tree(
     files: Mapping[str, str | Path],
     command: str,
@@ -853,9 +882,7 @@ async def _run_in_tree(
     collect_only: bool = False,
 ) -> TestRun:
     """``command`` run in a judge's tree of ``files`` built for it (removed afterwards)."""
-    judge = await asyncio.to_thread(
-        build_tree, files, workspace=workspace, executable=baseline.get("executable") or ()
-    )
+    judge = await asyncio.to_thread(_tree_for, files, workspace, baseline, confinement)
     try:
         return await run_tests(
             command,
