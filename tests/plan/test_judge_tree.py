@@ -10,14 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from plan_testkit import judge_attempt
 
-from veriloop.engines.plan.judge.checks import run_checks, take_baseline
+from veriloop.context import PlanContext
+from veriloop.engines.plan.judge.checks import take_baseline
 from veriloop.engines.plan.judge.hidden import hide, restore
 from veriloop.engines.plan.judge.named import named_tests_command
 from veriloop.engines.plan.judge.snapshot import take_snapshot
 from veriloop.engines.plan.judge.tree import build_tree, judge_files
+from veriloop.plans import PlanRunner
 from veriloop.schemas.manifest import ManifestStep
-from veriloop.schemas.plan_run import ExecutionResult
 
 GOOD = "def add(a, b):\n    return a + b\n"
 BUGGY = "def add(a, b):\n    return a - b\n"
@@ -45,22 +48,6 @@ def write(root: Path, rel: str, text: str) -> Path:
 
 def step(**fields: Any) -> ManifestStep:
     return ManifestStep.model_validate({"id": "calc", "executor": "python", **fields})
-
-
-async def judge(the_step: ManifestStep, workspace: Path, baseline: dict, **kw: Any) -> dict:
-    results = await run_checks(
-        the_step,
-        ExecutionResult(ok=True, output="done"),
-        depends={},
-        workspace=workspace,
-        baseline=baseline,
-        previous_collected=None,
-        llm=None,
-        review=False,
-        check_timeout_s=60,
-        **kw,
-    )
-    return {result.name: result for result in results}
 
 
 def project(root: Path, code: str = BUGGY) -> Path:
@@ -103,7 +90,7 @@ async def test_tests_run_in_the_tree_with_the_snapshot_config_and_no_step_caches
     write(tmp_path, "extra/tox.ini", "[pytest]\naddopts = -k nothing_matches\n")
     # Bytecode forged for the tests is a cache: not a change, and not in the judge's tree.
     write(tmp_path, "tests/__pycache__/test_calc.cpython-311-pytest-8.0.pyc", "garbage")
-    results = await judge(the_step, tmp_path, baseline)
+    results = await judge_attempt(the_step, tmp_path, baseline)
     assert results["tests"].passed, results["tests"].diagnosis
     assert results["tests"].details["collected"] == 3
 
@@ -118,7 +105,7 @@ async def test_a_test_that_writes_into_the_tree_cannot(tmp_path: Path) -> None:
     )
     the_step = step(test_command="pytest tests/test_state.py")
     baseline = take_baseline(the_step, tmp_path, discovered_command=None)
-    results = await judge(the_step, tmp_path, baseline)
+    results = await judge_attempt(the_step, tmp_path, baseline)
     assert not results["tests"].passed
     assert not (tmp_path / "state.txt").exists()
 
@@ -133,7 +120,7 @@ async def test_skips_never_pass_a_run(tmp_path: Path) -> None:
     )
     the_step = step(test_command="pytest tests/test_calc.py")
     baseline = take_baseline(the_step, tmp_path, discovered_command=None)
-    tests = (await judge(the_step, tmp_path, baseline))["tests"]
+    tests = (await judge_attempt(the_step, tmp_path, baseline))["tests"]
     assert not tests.passed and "1 of 4 tests were skipped" in tests.diagnosis
 
 
@@ -152,13 +139,13 @@ async def test_named_tests_must_each_be_collected_and_pass(tmp_path: Path) -> No
     )
     baseline = take_baseline(the_step, tmp_path, discovered_command=None)
     write(tmp_path, "calc.py", GOOD)
-    tests = (await judge(the_step, tmp_path, baseline))["tests"]
+    tests = (await judge_attempt(the_step, tmp_path, baseline))["tests"]
     assert not tests.passed
     assert "tests/test_calc.py::test_gone was not collected" in tests.diagnosis
     assert "test_zero did not pass" not in tests.diagnosis
     # An xfailed named test did not pass.
     xfail = step(test_command="pytest tests/test_calc.py", pass_to_pass=["tests/test_more.py"])
-    tests = (await judge(xfail, tmp_path, baseline))["tests"]
+    tests = (await judge_attempt(xfail, tmp_path, baseline))["tests"]
     assert not tests.passed and "tests/test_more.py did not pass" in tests.diagnosis
 
 
@@ -187,7 +174,7 @@ async def test_a_run_that_collects_fewer_of_the_snapshot_tests_has_not_passed(
     baseline = take_baseline(the_step, tmp_path, discovered_command=None)
     write(tmp_path, "calc.py", GOOD)
     write(tmp_path, "cases.py", "CASES = [1]\n")  # in scope: the code drives parametrisation
-    tests = (await judge(the_step, tmp_path, baseline))["tests"]
+    tests = (await judge_attempt(the_step, tmp_path, baseline))["tests"]
     assert not tests.passed
     assert "1 of the 3 tests collected before the step were not collected" in tests.diagnosis
 
@@ -205,16 +192,51 @@ async def test_hidden_tests_are_only_in_the_judges_tree(tmp_path: Path) -> None:
     assert not (tmp_path / "tests/hidden/test_secret.py").exists()
     the_step = step(test_command="pytest tests/hidden/test_secret.py")
     baseline = take_baseline(the_step, tmp_path, discovered_command=None)
-    results = await judge(the_step, tmp_path, baseline, hidden=hidden)
+    results = await judge_attempt(the_step, tmp_path, baseline, hidden=hidden)
     assert not results["tests"].passed  # the buggy code fails the hidden test
     write(tmp_path, "calc.py", GOOD)
     # A step that writes its own version at the hidden path is outside its scope, and the
     # operator's file wins in the tree where a scope allows the write.
     write(tmp_path, "tests/hidden/test_secret.py", "def test_secret():\n    pass\n")
-    results = await judge(the_step, tmp_path, baseline, hidden=hidden)
+    results = await judge_attempt(the_step, tmp_path, baseline, hidden=hidden)
     assert results["scope"].details["paths"] == ["tests/hidden/test_secret.py"]
     os.unlink(tmp_path / "tests/hidden/test_secret.py")
-    results = await judge(the_step, tmp_path, baseline, hidden=hidden)
+    results = await judge_attempt(the_step, tmp_path, baseline, hidden=hidden)
     assert results["tests"].passed, results["tests"].diagnosis
     assert restore(tmp_path, hidden) == []
     assert "add(40, 2)" in (tmp_path / "tests/hidden/test_secret.py").read_text()
+
+
+def test_a_plan_hides_its_hidden_tests_from_every_step_and_restores_them(tmp_path: Path) -> None:
+    project(tmp_path, GOOD)
+    secret = "from calc import add\n\n\ndef test_secret():\n    assert add(40, 2) == 42\n"
+    write(tmp_path, "tests/hidden/test_secret.py", secret)
+    seen = []
+
+    def peek(input: Any = None) -> dict:
+        seen.append((tmp_path / "tests/hidden/test_secret.py").exists())
+        return {"ok": True}
+
+    runner = PlanRunner(
+        checkpointer=InMemorySaver(),
+        context=PlanContext(workspace=str(tmp_path), review_critical_steps=False),
+        tools={"peek": peek},
+    )
+    report = runner.run(
+        {
+            "goal": "hidden tests",
+            "hidden": ["tests/hidden/**"],
+            "steps": [
+                {
+                    "id": "work",
+                    "function": "peek",
+                    "fail_to_pass": ["tests/hidden/test_secret.py::test_secret"],
+                }
+            ],
+        }
+    )
+    assert report.status == "completed", report.steps["work"].diagnosis
+    assert seen == [False]  # the step never saw it; the judge ran it
+    tests = {c.name: c for c in report.steps["work"].attempts[-1].checks}["tests"]
+    assert tests.details["collected"] == 1
+    assert (tmp_path / "tests/hidden/test_secret.py").read_text() == secret

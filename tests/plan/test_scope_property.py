@@ -17,11 +17,11 @@ from pathlib import Path, PurePosixPath
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from plan_testkit import judge_attempt
 
-from veriloop.engines.plan.judge.checks import run_checks, take_baseline
+from veriloop.engines.plan.judge.checks import take_baseline
 from veriloop.engines.plan.judge.testrun import SKIP_DIRS
 from veriloop.schemas.manifest import ManifestStep
-from veriloop.schemas.plan_run import ExecutionResult
 
 NAME = st.sampled_from(["core", "util", "io", "calc", "model"])
 SOURCE = st.builds(
@@ -86,19 +86,7 @@ def write(root: Path, rel: str, text: str) -> None:
 
 
 def judge(the_step: ManifestStep, workspace: Path, baseline: dict) -> list:
-    return asyncio.run(
-        run_checks(
-            the_step,
-            ExecutionResult(ok=True, output="done"),
-            depends={},
-            workspace=workspace,
-            baseline=baseline,
-            previous_collected=None,
-            llm=None,
-            review=False,
-            check_timeout_s=60,
-        )
-    )
+    return list(asyncio.run(judge_attempt(the_step, workspace, baseline)).values())
 
 
 def named(rel: str) -> str:

@@ -746,7 +746,7 @@ async def _judge_own_tests(
     judged = _judged_files(run, command, workspace)
     own = [rel for rel in judged if rel in written]
     independent = [rel for rel in judged if rel not in written]
-    found_now = not step.test_command and not baseline.get("test_command")
+    found_now = not (step.test_command or baseline.get("test_command") or named_tests(step))
     details["own_tests"] = own
     if not own and not found_now:
         return
