@@ -14,6 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from plan_testkit import judge_attempt
 
 from veriloop.context import PlanContext
+from veriloop.engines.plan.judge import tree as tree_module
 from veriloop.engines.plan.judge.checks import take_baseline
 from veriloop.engines.plan.judge.hidden import hide, restore
 from veriloop.engines.plan.judge.named import named_tests_command
@@ -240,3 +241,35 @@ def test_a_plan_hides_its_hidden_tests_from_every_step_and_restores_them(tmp_pat
     tests = {c.name: c for c in report.steps["work"].attempts[-1].checks}["tests"]
     assert tests.details["collected"] == 1
     assert (tmp_path / "tests/hidden/test_secret.py").read_text() == secret
+
+
+def test_a_reused_tree_holds_exactly_the_new_files(tmp_path: Path) -> None:
+    project(tmp_path)
+    write(tmp_path, "pkg/a.py", "A = 1\n")
+    write(tmp_path, "run.sh", "exit 0\n").chmod(0o755)
+    before, _ = take_snapshot(tmp_path)
+    tree_module._remover.submit(lambda: None).result()
+    while tree_module._pool:  # trees other tests parked: this one must be the one reused
+        tree_module._pool.pop().close()
+    first = build_tree(before, workspace=tmp_path, executable=["run.sh"], reuse=True)
+    assert stat.S_IMODE((first.root / "run.sh").stat().st_mode) == 0o555
+    first.retire()
+    tree_module._remover.submit(lambda: None).result()  # parked
+    write(tmp_path, "calc.py", GOOD)
+    write(tmp_path, "pkg/b.py", "B = 2\n")
+    (tmp_path / "pkg/a.py").unlink()
+    changes = {"calc.py": "changed", "pkg/b.py": "added", "pkg/a.py": "deleted"}
+    files = judge_files(before, tmp_path, changes)
+    second = build_tree(files, workspace=tmp_path, executable=[], reuse=True)
+    try:
+        assert second.base == first.base  # patched, not built again
+        held = {
+            p.relative_to(second.root).as_posix(): p.read_text()
+            for p in second.root.rglob("*")
+            if p.is_file()
+        }
+        assert held == {rel: (tmp_path / rel).read_text() for rel in files}
+        assert stat.S_IMODE((second.root / "run.sh").stat().st_mode) == 0o444
+        assert list(second.scratch.rglob("*.pyc")) == []
+    finally:
+        second.close()

@@ -69,7 +69,11 @@ from typing import Any
 import jsonschema
 
 from veriloop.engines.plan.confinement.process import run_command
-from veriloop.engines.plan.confinement.sandbox import DEFAULT_CONFINEMENT, Confinement
+from veriloop.engines.plan.confinement.sandbox import (
+    DEFAULT_CONFINEMENT,
+    Confinement,
+    will_sandbox,
+)
 from veriloop.engines.plan.judge.executed import executed_files
 from veriloop.engines.plan.judge.named import (
     lost_tests,
@@ -212,10 +216,11 @@ async def run_checks(
         baseline = {**baseline, "tree": {**tree, **hidden}}
     judge = (
         await asyncio.to_thread(
-            build_tree,
+            _tree_for,
             {**judge_files(tree, workspace, diff), **(hidden or {})},
-            workspace=workspace,
-            executable=baseline.get("executable") or (),
+            workspace,
+            baseline,
+            confinement,
         )
         if baseline.get("version")
         else None
@@ -840,6 +845,22 @@ async def _run_pre_step_tests(
     return broken
 
 
+def _tree_for(
+    files: Mapping[str, str | Path],
+    workspace: Path,
+    baseline: Mapping[str, Any],
+    confinement: Confinement,
+) -> JudgeTree:
+    """A judge's tree of ``files``; an idle one patched when only sandboxed processes (which see
+    it read-only) will use it."""
+    return build_tree(
+        files,
+        workspace=workspace,
+        executable=baseline.get("executable") or (),
+        reuse=will_sandbox(confinement),
+    )
+
+
 async def _run_in_tree(
     files: Mapping[str, str | Path],
     command: str,
@@ -851,9 +872,7 @@ async def _run_in_tree(
     collect_only: bool = False,
 ) -> TestRun:
     """``command`` run in a judge's tree of ``files`` built for it (removed afterwards)."""
-    judge = await asyncio.to_thread(
-        build_tree, files, workspace=workspace, executable=baseline.get("executable") or ()
-    )
+    judge = await asyncio.to_thread(_tree_for, files, workspace, baseline, confinement)
     try:
         return await run_tests(
             command,

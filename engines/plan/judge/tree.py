@@ -18,12 +18,14 @@ added is never read.
 
 from __future__ import annotations
 
+import atexit
 import configparser
 import contextlib
 import os
 import shutil
 import stat
 import tempfile
+import threading
 import tomllib
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +56,10 @@ class JudgeTree:
     """What the tree holds: ``{path: blob digest or source file}``."""
     folders: list[Path]
     """The tree's folders, deepest last (made writable again to remove them)."""
+    runnable: frozenset[str] = frozenset()
+    """Paths placed as executables."""
+    reusable: bool = False
+    """Only sandboxed processes used it (bound read-only): it can be patched for a later check."""
 
     def env(self) -> dict[str, str]:
         """The environment the judge's processes get on top of a step's."""
@@ -71,9 +77,23 @@ class JudgeTree:
         return ["-c", str(self.config), "--rootdir", str(self.root), "-p", "no:cacheprovider"]
 
     def retire(self) -> None:
-        """Remove the tree in the background: the verdict is in, and nothing reads the tree
-        again (the pending removals finish before the process exits)."""
-        _remover.submit(self.close)
+        """Hand the tree back in the background: to the pool of idle trees when it is reusable
+        (its scratch folder emptied), else removed (pending work finishes before the process
+        exits)."""
+        _remover.submit(self._park if self.reusable else self.close)
+
+    def _park(self) -> None:
+        try:
+            shutil.rmtree(self.scratch)
+            _scratch(self.scratch)
+        except OSError:
+            self.close()
+            return
+        with _pool_lock:
+            if len(_pool) < POOL_SIZE:
+                _pool.append(self)
+                return
+        self.close()
 
     def close(self) -> None:
         """Remove the tree and its scratch folder (read-only folders made writable first)."""
@@ -81,6 +101,17 @@ class JudgeTree:
             with contextlib.suppress(OSError):
                 os.chmod(folder, 0o755)
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+@atexit.register
+def _drain_pool() -> None:
+    """Idle trees go with the process (the remover's pending work is joined at interpreter
+    shutdown before exit handlers run: nothing is parked after this)."""
+    with _pool_lock:
+        idle = list(_pool)
+        _pool.clear()
+    for judge in idle:
+        judge.close()
 
 
 def judge_files(
@@ -103,41 +134,95 @@ def build_tree(
     workspace: Path,
     executable: Iterable[str] = (),
     store: Path = STORE,
+    reuse: bool = False,
 ) -> JudgeTree:
-    """A new tree holding ``files`` (see :func:`judge_files`). A blob missing from the store (too
-    large to keep) is copied from ``workspace`` only when the copy still has its pre-step hash;
-    otherwise the file is left out. ``executable``: paths whose pre-step copy was executable."""
-    base = Path(tempfile.mkdtemp(prefix="veriloop-judge-", dir=store.parent))
-    os.chmod(base, 0o755)
-    root, scratch = base / "tree", base / "scratch"
-    root.mkdir()
-    for folder in ("home", "tmp", "pycache"):
-        (scratch / folder).mkdir(parents=True)
-    runnable = set(executable)
-    folders = {root}
-    judge = JudgeTree(base, root, scratch, scratch / "pytest.ini", dict(files), [root])
+    """A tree holding exactly ``files`` (see :func:`judge_files`). A blob missing from the store
+    (too large to keep) is copied from ``workspace`` only when the copy still has its pre-step
+    hash; otherwise the file is left out. ``executable``: paths whose pre-step copy was
+    executable. ``reuse``: only sandboxed processes will use the tree (bound read-only), so an
+    idle tree that only such processes used is patched into it (its differing files replaced,
+    the step's copies always), and it goes back to the pool when retired."""
+    runnable = frozenset(executable)
+    judge = None
+    if reuse:
+        with _pool_lock:
+            for index, idle in enumerate(_pool):
+                if idle.base.parent == store.parent:
+                    judge = _pool.pop(index)
+                    break
+    if judge is None:
+        base = Path(tempfile.mkdtemp(prefix="veriloop-judge-", dir=store.parent))
+        os.chmod(base, 0o755)
+        root, scratch = base / "tree", base / "scratch"
+        root.mkdir()
+        _scratch(scratch)
+        judge = JudgeTree(base, root, scratch, scratch / "pytest.ini", {}, [root])
     try:
-        for rel, source in files.items():
-            target = root / rel
-            if target.parent not in folders:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                folders.update(target.parents)
-            if isinstance(source, Path):
-                _copy(source, target, None)
-            else:
-                _place_blob(source, target, store, Path(workspace) / rel, rel in runnable)
-        judge.config = _config(files, root, scratch)
-        judge.folders = sorted(
-            (f for f in folders if f.is_relative_to(root)), key=lambda f: len(f.parts)
-        )
-        for folder in reversed(judge.folders):
-            os.chmod(folder, 0o555)
-        for folder in (scratch, *scratch.iterdir()):
-            os.chmod(folder, 0o777)
+        _lay_out(judge, files, runnable, Path(workspace), store)
     except BaseException:
         judge.close()
         raise
+    judge.reusable = reuse
     return judge
+
+
+def _lay_out(
+    judge: JudgeTree,
+    files: Mapping[str, str | Path],
+    runnable: frozenset[str],
+    workspace: Path,
+    store: Path,
+) -> None:
+    """Make ``judge.root`` hold exactly ``files``: what differs from what it holds is replaced."""
+    root = judge.root
+    folders = set(judge.folders)
+    for folder in folders:
+        os.chmod(folder, 0o755)
+    for rel, source in judge.files.items():
+        if _differs(rel, source, files, judge.runnable, runnable):
+            (root / rel).unlink(missing_ok=True)
+    for rel, source in files.items():
+        if rel in judge.files and not _differs(
+            rel, judge.files[rel], files, judge.runnable, runnable
+        ):
+            continue
+        target = root / rel
+        if target.parent not in folders:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            folders.update(f for f in target.parents if f.is_relative_to(root))
+        if isinstance(source, Path):
+            _copy(source, target, None)
+        else:
+            _place_blob(source, target, store, workspace / rel, rel in runnable)
+    judge.files, judge.runnable = dict(files), runnable
+    judge.config = _config(files, root, judge.scratch)
+    judge.folders = sorted(folders, key=lambda f: len(f.parts))
+    for folder in reversed(judge.folders):
+        os.chmod(folder, 0o555)
+
+
+def _differs(
+    rel: str,
+    source: str | Path,
+    files: Mapping[str, str | Path],
+    runnable_before: frozenset[str],
+    runnable: frozenset[str],
+) -> bool:
+    """The tree's ``rel`` (from ``source``) is not what ``files`` wants there (a step's copy
+    always differs: it is copied again)."""
+    return (
+        isinstance(source, Path)
+        or files.get(rel) != source
+        or (rel in runnable_before) != (rel in runnable)
+    )
+
+
+def _scratch(scratch: Path) -> None:
+    """An empty scratch folder, writable by the judge's processes whoever they run as."""
+    for folder in ("home", "tmp", "pycache"):
+        (scratch / folder).mkdir(parents=True)
+    for folder in (scratch, *scratch.iterdir()):
+        os.chmod(folder, 0o777)
 
 
 def executable_files(workspace: Path, tree: Mapping[str, str]) -> list[str]:
@@ -152,6 +237,10 @@ def executable_files(workspace: Path, tree: Mapping[str, str]) -> list[str]:
 
 _remover = ThreadPoolExecutor(max_workers=1, thread_name_prefix="veriloop-judge-remover")
 """Removes retired trees, one at a time, off the step's path."""
+POOL_SIZE = 4
+"""Idle trees kept for reuse (one per check that may run at once is plenty)."""
+_pool: list[JudgeTree] = []
+_pool_lock = threading.Lock()
 _shared: set[str] = set()
 """Blobs this process made read-only and readable by all (a link shares its blob's mode)."""
 
@@ -173,7 +262,8 @@ def _place_blob(digest: str, target: Path, store: Path, fallback: Path, runnable
         # Too large to keep: the live file only when it still is what it was before the step.
         _copy(fallback, target, digest)
         return
-    target.write_bytes(data)
+    with target.open("xb") as out:
+        out.write(data)
     os.chmod(target, 0o555 if runnable else 0o444)
 
 
@@ -188,7 +278,7 @@ def _copy(source: Path, target: Path, digest: str | None) -> None:
         mode = os.fstat(handle.fileno()).st_mode
         if not stat.S_ISREG(mode):
             return
-        with target.open("wb") as out:
+        with target.open("xb") as out:  # never through a link left at the path
             shutil.copyfileobj(handle, out, 1 << 20)
     if digest is not None and sha256_file(target) != digest:
         target.unlink()
