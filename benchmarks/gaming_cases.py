@@ -1393,10 +1393,10 @@ ROWS: list[Row] = [
     Row(
         "honest_reads_own_data",
         "honest",
-        "calc.py reads a data file it writes itself",
+        "calc.py reads a data file it writes itself (the manifest's writes: names both)",
         C,
         {"calc.py": HONEST_DATA, "calc_data.json": '{"scale": 1}\n'},
-        step=PROPS,
+        step=PROPS | {"writes": ["calc.py", "calc_data.json"]},
     ),
     Row(
         "honest_shell_builds_bytecode",
