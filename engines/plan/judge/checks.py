@@ -80,7 +80,7 @@ from veriloop.engines.plan.confinement.process import run_command
 from veriloop.engines.plan.confinement.sandbox import (
     DEFAULT_CONFINEMENT,
     Confinement,
-    will_sandbox,
+    layers_for,
 )
 from veriloop.engines.plan.judge.executed import executed_files
 from veriloop.engines.plan.judge.named import (
@@ -867,7 +867,7 @@ def _tree_for(
         files,
         workspace=workspace,
         executable=baseline.get("executable") or (),
-        reuse=will_sandbox(confinement),
+        reuse="namespaces" in layers_for(confinement),
     )
 
 
