@@ -411,8 +411,9 @@ def _scope_failure(outside: list[str]) -> CheckResult:
         passed=False,
         diagnosis=f"{WROTE_OUTSIDE_SCOPE}: the step changed files outside its write scope: {shown}"
         + (f" and {more} more" if more > 0 else "")
-        + " (a step may change the project's Python source, not tests, runner configuration, "
-        "hidden or data files, unless its manifest entry says so with writes: or writes_tests)",
+        + " (a step may change the project's Python source and add new data or documents, not "
+        "change tests, runner configuration, hidden or existing data files, unless its manifest "
+        "entry says so with writes: or writes_tests)",
         details={"reason": WROTE_OUTSIDE_SCOPE, "paths": outside},
     )
 

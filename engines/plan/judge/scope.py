@@ -1,11 +1,13 @@
 """What a step may change (its write scope), and what it changed outside it.
 
 A step's scope is an allowlist: the ``writes:`` globs of its manifest entry, or the default, which
-is the project's Python source and nothing else: no tests (``test_*.py``, ``*_test.py``,
-``conftest.py``, anything under a ``tests`` folder), no runner configuration or start-up hooks
-(``setup.py``, ``noxfile.py``, ``sitecustomize.py``, ``usercustomize.py``; ``.cfg``, ``.ini``,
-``.toml``, ``.pth`` and every other non-Python file are data, which checks and tests read), nothing
-in a hidden file or folder (a path segment starting with ``.``). ``writes_tests: true`` adds test
+is the project's Python source plus new files of inert kinds, and nothing else: no tests
+(``test_*.py``, ``*_test.py``, ``conftest.py``, anything under a ``tests`` folder), no runner
+configuration or start-up hooks (``setup.py``, ``noxfile.py``, ``sitecustomize.py``,
+``usercustomize.py``, ``.cfg``, ``.ini``, ``.toml``, ``.pth`` files), no existing non-Python file
+(data, which checks and tests read) changed or deleted, no new file an import could load as code
+(``.so``, archives) or packaging metadata, nothing in a hidden file or folder (a path segment
+starting with ``.``). ``writes_tests: true`` adds test
 files (``conftest.py`` and fixtures under ``tests/`` included). A trick nobody listed fails by
 construction: a path is in scope only when a rule admits it.
 
@@ -49,6 +51,12 @@ RUNNER_FILES = frozenset(
     {"setup.py", "noxfile.py", "conftest.py", "sitecustomize.py", "usercustomize.py"}
 )
 """Python files that configure a runner or the interpreter, not the project's code."""
+LOADABLE_SUFFIXES = frozenset({".so", ".pyd", ".dll", ".dylib", ".egg", ".whl", ".zip", ".pyz"})
+"""Files an import or a path entry can load as code: never a new file in the default scope."""
+PACKAGING_FILES = frozenset(
+    {"PKG-INFO", "MANIFEST.in", "Makefile", "Pipfile", "Pipfile.lock", "poetry.lock", "uv.lock"}
+)
+"""Packaging and build metadata (``.cfg``/``.toml``/``.ini`` files are runner configuration)."""
 MAX_ENTRIES = 100_000
 """Entries :func:`unsnapshotted` looks at; past this a folder's fingerprint says so."""
 
@@ -75,17 +83,28 @@ def _hidden(rel: str) -> bool:
     return any(part.startswith(".") for part in PurePosixPath(rel).parts)
 
 
-def in_scope(rel: str, writes: Sequence[str] | None, *, writes_tests: bool) -> bool:
-    """The step may change ``rel`` (caches aside, which are never a change)."""
+def in_scope(rel: str, state: str, writes: Sequence[str] | None, *, writes_tests: bool) -> bool:
+    """The step may make change ``state`` (``added``, ``changed``, ``deleted``) to ``rel`` (caches
+    aside, which are never a change)."""
     if writes_tests and is_test_path(rel) and not _hidden(rel) and not _runner_config_file(rel):
         return True
     if writes is not None:
         return matches(rel, writes)
+    if _hidden(rel) or is_test_path(rel) or _runner_config_file(rel):
+        return False
+    if rel.endswith(".py"):
+        return PurePosixPath(rel).name not in RUNNER_FILES
+    # A new file is no data any check or test read before the step; only inert kinds: code an
+    # import could load (extension modules, archives on a path) and packaging metadata stay out.
+    return state == "added" and not _loadable_or_packaging(rel)
+
+
+def _loadable_or_packaging(rel: str) -> bool:
+    path = PurePosixPath(rel)
     return (
-        rel.endswith(".py")
-        and not _hidden(rel)
-        and not is_test_path(rel)
-        and PurePosixPath(rel).name not in RUNNER_FILES
+        path.suffix in LOADABLE_SUFFIXES
+        or path.name in PACKAGING_FILES
+        or any(part.endswith((".egg-info", ".dist-info")) for part in path.parts)
     )
 
 
@@ -115,9 +134,9 @@ def outside_scope(
     others = [_glob(pattern) for pattern in claimed]
     return sorted(
         rel
-        for rel in diff
+        for rel, state in diff.items()
         if not is_cache(rel)
-        and not in_scope(rel, writes, writes_tests=writes_tests)
+        and not in_scope(rel, state, writes, writes_tests=writes_tests)
         and not any(pattern.fullmatch(rel) for pattern in others)
     )
 
@@ -129,7 +148,7 @@ def in_scope_changes(
     return {
         rel: state
         for rel, state in diff.items()
-        if not is_cache(rel) and in_scope(rel, writes, writes_tests=writes_tests)
+        if not is_cache(rel) and in_scope(rel, state, writes, writes_tests=writes_tests)
     }
 
 
