@@ -391,18 +391,6 @@ def _outside_scope(
     """What the step changed outside its scope: snapshot files, and folders or links the snapshot
     leaves out (named by the folder)."""
     outside = outside_scope(diff, step.writes, writes_tests=step.writes_tests, claimed=claimed)
-    if step.writes is None:
-        # A new file the step's own checks or test command name is what judges it, not inert data.
-        commands = [c.command or "" for c in step.checks if c.kind == "command"]
-        commands.append(step.test_command or "")
-        outside += [
-            rel
-            for rel, state in diff.items()
-            if state == "added"
-            and not rel.endswith(".py")
-            and rel not in outside
-            and any(rel in text for text in commands)
-        ]
     before = baseline.get("unsnapshotted")
     if before is not None:
         patterns = [*(step.writes or ()), *claimed]
