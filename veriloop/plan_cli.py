@@ -122,6 +122,18 @@ class RunSettings:
         )
 
 
+def _check_db_place(db: Path, workspace: Path) -> None:
+    """The run's database outside the workspace, or in its ``.veriloop`` folder: anywhere else a
+    step's write scope would count the runner's own writes as the step's change."""
+    db, workspace = db.resolve(), workspace.resolve()
+    if workspace in db.parents and ".veriloop" not in db.relative_to(workspace).parts:
+        raise UsageError(
+            f"--db {db}: inside the workspace, where each step's write scope would count the "
+            f"run's own database as a change of the step's; keep it in {workspace / '.veriloop'} "
+            "(the default) or outside the workspace"
+        )
+
+
 def save_settings(db: Path, run_id: str, settings: RunSettings) -> None:
     with _connect(db) as conn:
         conn.execute(
@@ -594,6 +606,7 @@ def run_command(
             raise UsageError("give a manifest FILE, or --goal to let the planner write one")
         if not workspace.is_dir():
             raise UsageError(f"--workspace {workspace}: no such directory")
+        _check_db_place(db, workspace)
         tool_objects = load_tools_spec(tools)
         models = cli_settings(model or (), reasoning_effort or ())
         settings = RunSettings(

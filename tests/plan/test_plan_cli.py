@@ -111,7 +111,7 @@ def test_usage_errors_exit_2_with_one_clear_message(cli, args, message) -> None:
 
 
 def test_pending_review_exits_3_then_resume_approves_it(cli, tmp_path: Path) -> None:
-    db = tmp_path / "runs" / "plans.sqlite"
+    db = tmp_path / ".veriloop" / "runs" / "plans.sqlite"
     first = cli(
         "run", "examples/review.yaml", "--db", str(db), "--run-id", "rel-1", "--report", "out"
     )
@@ -330,8 +330,15 @@ def test_max_steps_refuses_a_larger_manifest_and_none_is_the_default(cli) -> Non
     assert cli("run", "examples/hello_shell.yaml", "--max-steps", "4").exit_code == 0
 
 
+def test_a_database_inside_the_workspace_is_refused_with_where_to_keep_it(cli, tmp_path) -> None:
+    result = cli("run", "examples/hello_shell.yaml", "--db", str(tmp_path / "runs.sqlite"))
+    assert result.exit_code == 2, result.output
+    assert "inside the workspace" in result.output and ".veriloop" in result.output
+    assert not (tmp_path / "runs.sqlite").exists()
+
+
 def test_cancel_ends_a_paused_run_and_its_unfinished_steps(cli, tmp_path: Path) -> None:
-    db = tmp_path / "plans.sqlite"
+    db = tmp_path.parent / f"{tmp_path.name}-plans.sqlite"  # outside the workspace
     first = cli("run", "examples/review.yaml", "--db", str(db), "--run-id", "c-1")
     assert first.exit_code == 3, first.output
 

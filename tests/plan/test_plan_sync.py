@@ -21,10 +21,14 @@ REVIEWED = manifest(
 
 
 def test_invoke_pauses_at_a_review_and_resumes_with_command(tools, calls, tmp_path):
+    # the saver's file outside the workspace: the runner's writes are no step's change
+    (tmp_path / "ws").mkdir()
     with SqliteSaver.from_conn_string(str(tmp_path / "plans.sqlite")) as saver:
         graph = build_plan_graph().compile(checkpointer=saver)
         config = {"configurable": {"thread_id": "sync-1"}}
-        context = PlanContext(workspace=str(tmp_path), tools=tools, review_critical_steps=False)
+        context = PlanContext(
+            workspace=str(tmp_path / "ws"), tools=tools, review_critical_steps=False
+        )
 
         paused = graph.invoke({"run_id": "sync-1", "manifest": REVIEWED}, config, context=context)
         (question,) = paused["__interrupt__"]
@@ -79,6 +83,8 @@ def test_invoke_runs_a_nested_plan(tools, calls, tmp_path):
         {"id": "inner", "depends_on": ["outer"], "plan": manifest(py_step("x"), py_step("y"))},
     )
     # The sync saver has no async methods: the child plan runs with invoke as well.
+    # the saver's file outside the workspace: the runner's writes are no step's change
+    (tmp_path / "ws").mkdir()
     with SqliteSaver.from_conn_string(str(tmp_path / "plans.sqlite")) as saver:
         done = (
             build_plan_graph()
@@ -87,7 +93,7 @@ def test_invoke_runs_a_nested_plan(tools, calls, tmp_path):
                 {"run_id": "sync-3", "manifest": nested},
                 {"configurable": {"thread_id": "sync-3"}},
                 context=PlanContext(
-                    workspace=str(tmp_path), tools=tools, review_critical_steps=False
+                    workspace=str(tmp_path / "ws"), tools=tools, review_critical_steps=False
                 ),
             )
         )
