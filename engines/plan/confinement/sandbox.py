@@ -253,6 +253,9 @@ def launch(
         *hidden(secrets),
         *writable_binds([workspace, *writable]),
         *readable(readonly),
+        # bwrap's own root (the folders it made on the way to each bind) read-only: a step
+        # writes only where a bind or a sized tmpfs lets it.
+        "--remount-ro", "/",
         *_namespaces(network=confinement.network),
     ]  # fmt: skip
     if not change_user:
