@@ -19,6 +19,8 @@ WORKSPACE = "workspace"
 names another base."""
 TMP = "tmp"
 """The service's temporary files (the checks' scratch copies of a workspace)."""
+MAX_TMP_CHARS = 64
+"""Longest TMPDIR kept under the data dir (room for multiprocessing's socket paths below it)."""
 
 
 def use_data_dir(folder: Path, environ: MutableMapping[str, str] | None = None) -> Path:
@@ -29,7 +31,12 @@ def use_data_dir(folder: Path, environ: MutableMapping[str, str] | None = None) 
     folder = folder.expanduser().resolve()
     private_folders(folder, folder / WORKSPACE, folder / TMP)
     environ.setdefault("VERILOOP_WORKSPACE", str(folder / WORKSPACE))
-    environ["TMPDIR"] = str(folder / TMP)
+    tmp = str(folder / TMP)
+    if len(tmp) > MAX_TMP_CHARS:
+        # multiprocessing makes its unix sockets under TMPDIR (pymp-*/listener-*), and a socket's
+        # path holds 107 bytes at most: a private folder of the system's instead (mkdtemp: 0700)
+        tmp = tempfile.mkdtemp(prefix="veriloop-", dir="/tmp")
+    environ["TMPDIR"] = tmp
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again
     return folder
 

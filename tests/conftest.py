@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import fields
@@ -65,6 +66,18 @@ def _no_real_provider(
     clear_llm_cache()
     yield
     clear_llm_cache()
+
+
+@pytest.fixture(autouse=True)
+def _restore_process_environment() -> Iterator[None]:
+    """``veriloop serve`` points TMPDIR and VERILOOP_WORKSPACE at its data dir in its own process:
+    a test that invokes it in-process must not leave them to the next test on its worker."""
+    saved, tempdir = dict(os.environ), tempfile.tempdir
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+    tempfile.tempdir = tempdir
 
 
 @pytest.fixture
