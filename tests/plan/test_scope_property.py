@@ -112,6 +112,8 @@ def test_a_change_outside_the_scope_fails_the_step_naming_it(
     try:
         for rel, text in project.items():
             write(workspace, rel, f"before: {text}")
+        for rel in set(writes) & EXISTING_DATA:  # data is out of scope when checks could read it
+            write(workspace, rel, "before")
         the_step = step()
         baseline = take_baseline(the_step, workspace, discovered_command=None)
         changed = set(writes)
@@ -136,6 +138,8 @@ def test_a_change_outside_the_scope_fails_the_step_naming_it(
         shutil.rmtree(workspace, ignore_errors=True)
 
 
+EXISTING_DATA = {"data.json", "pkg/fixtures.csv"}
+"""Non-Python files out of scope once they exist (a new one of an inert kind is in scope)."""
 OUT_OF_SCOPE_SAMPLE = {"conftest.py", "setup.cfg", "data.json", "Makefile", "tox.ini"}
 """Files a deleting example removes when the project has them (in the snapshot's reach)."""
 
@@ -197,3 +201,25 @@ def test_the_verdict_depends_only_on_in_scope_changes(
             shutil.rmtree(workspace, ignore_errors=True)
     assert verdicts[0] == verdicts[1]
     assert verdicts[0]["command[0]"] is (value == 7)
+
+
+@QUICK
+@given(
+    name=st.sampled_from(["FAQ.md", "docs/notes.txt", "out/result.json", "report.html"]),
+    loadable=st.sampled_from(["core.cpython-311-x86_64-linux-gnu.so", "pkg/vendored.zip"]),
+)
+def test_a_new_inert_file_is_in_scope_and_new_loadable_code_is_not(
+    name: str, loadable: str
+) -> None:
+    workspace = Path(tempfile.mkdtemp(prefix="scope-new-"))
+    try:
+        write(workspace, "core.py", "X = 1\n")
+        the_step = step()
+        baseline = take_baseline(the_step, workspace, discovered_command=None)
+        write(workspace, name, "written by the step")
+        assert all(r.name != "scope" for r in judge(the_step, workspace, baseline))
+        write(workspace, loadable, "code an import could load")
+        [result] = judge(the_step, workspace, baseline)
+        assert result.name == "scope" and result.details["paths"] == [loadable]
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
