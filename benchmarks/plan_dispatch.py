@@ -87,6 +87,7 @@ def step(step_id: str, seconds: float, *depends_on: str) -> dict[str, Any]:
         "function": "nap",
         "input": {"s": round(seconds, 3)},
         "depends_on": list(depends_on),
+        "writes": [],  # it changes no file: the lanes run side by side
     }
 
 

@@ -53,6 +53,7 @@ def manifest(executor: str) -> dict:
                 step["depends_on"] = [f"s{level - 1}_{lane}"]
             if executor == "python":
                 step["function"] = "wait"
+                step["writes"] = []  # it changes no file: its level runs side by side
             else:
                 step["agent"] = "worker"
             steps.append(step)

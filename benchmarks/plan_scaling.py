@@ -68,6 +68,7 @@ def plan_manifest(shape: Shape, n: int) -> dict[str, Any]:
             "function": "work",
             "input": f"step {i}",
             "checks": [f"len(result.text) == {RESULT_BYTES}"],
+            "writes": [],  # it changes no file: a fan's steps run side by side
         }
         if shape == "chain" and i:
             step["depends_on"] = [f"s{i - 1}"]

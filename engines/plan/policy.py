@@ -11,6 +11,11 @@ for its batch's slowest step at every link. A lane at its end takes the next ste
 wide level start as capacity frees too. A lane stops at a step that did not complete, and every
 lane of the batch stops at its next step once any step of the batch did not complete: what was not
 started is dispatched (or blocked) by the next batch, after the failure's policy applied.
+Steps that may change the same files never run at the same time, so a step's diff holds its own
+writes only (DESIGN.md, Trust): a batch keeps a lane's steps, and a window's, only while their
+write scopes (:func:`write_globs`) cannot share a path with those of the batch's other lanes
+(:func:`apart`); the rest wait for a later batch. Steps that declare disjoint ``writes:`` (or
+change no file) run side by side.
 A step whose dependency failed or was blocked is blocked itself and never runs, unless the failed
 dependency's disposition is ``skip`` (its policy lets the run go on without it): then the step
 runs with that dependency's result missing (``None``).
@@ -39,12 +44,14 @@ would get garbage.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, get_args
 
+from veriloop.engines.plan.judge.scope import literal_prefix
 from veriloop.engines.plan.manifest import dependency_levels
-from veriloop.schemas.manifest import Manifest, ManifestStep, OnFailure
+from veriloop.schemas.manifest import AgentSpec, Manifest, ManifestStep, OnFailure
 from veriloop.schemas.plan_run import FINISHED_STATUSES, Disposition
 
 _FAILED = frozenset({"failed", "test_failed", "blocked"})
@@ -164,6 +171,82 @@ def window(
                 chosen.append(step_id)
                 inside.add(step_id)
     return chosen
+
+
+READ_ONLY_TOOLS = frozenset({"read_file", "list_files"})
+"""Workspace tools that change no file: an agent with only these writes nothing."""
+
+
+def write_globs(step: ManifestStep, agent: AgentSpec | None) -> list[str] | None:
+    """The paths ``step`` may change, for scheduling: its ``writes:`` globs; none for a human review
+    or an ``llm`` step whose agent has only read-only tools; None (any path) otherwise, and for a
+    step that may write tests (test files are found by name, anywhere)."""
+    if step.type == "human_review":
+        return []
+    if step.writes_tests:
+        return None
+    if step.writes is not None:
+        return list(step.writes)
+    if step.executor == "llm" and agent is not None and set(agent.tools) <= READ_ONLY_TOOLS:
+        return []
+    return None
+
+
+@dataclass
+class WriteClaims:
+    """The write scopes of steps that run at the same time."""
+
+    anything: bool = False
+    """A step that may change any path is among them."""
+    prefixes: list[str] = field(default_factory=list)
+    """The literal prefixes of their globs, sorted (every path a glob matches starts with its
+    prefix, so two globs whose prefixes do not start one another share no path)."""
+
+    def admits(self, globs: list[str] | None) -> bool:
+        """A step with these write globs could change no path the claimed ones may."""
+        if globs == []:
+            return True
+        if globs is None:
+            return not self.anything and not self.prefixes
+        return not self.anything and not any(self._overlaps(literal_prefix(g)) for g in globs)
+
+    def claim(self, globs: list[str] | None) -> None:
+        if globs is None:
+            self.anything = True
+        for glob in globs or ():
+            insort(self.prefixes, literal_prefix(glob))
+
+    def _overlaps(self, prefix: str) -> bool:
+        at = bisect_left(self.prefixes, prefix)  # a claimed prefix that starts with this one
+        if at < len(self.prefixes) and self.prefixes[at].startswith(prefix):
+            return True
+        claimed = set(self.prefixes)  # or one this prefix starts with
+        return any(prefix[:end] in claimed for end in range(len(prefix) + 1))
+
+
+def apart(
+    manifest: Manifest, lanes: Sequence[Sequence[str]], claims: WriteClaims | None = None
+) -> tuple[list[list[str]], WriteClaims]:
+    """The lanes cut where a step could change a path another lane's steps may (a lane's own
+    steps run one after another); a lane whose first step is cut waits for a later batch. The
+    first lane always runs. Returns the lanes kept and their claims (:meth:`WriteClaims.admits`
+    then tells which window steps may join them)."""
+    steps = {step.id: step for step in manifest.steps}
+    claims = claims if claims is not None else WriteClaims()
+    kept: list[list[str]] = []
+    for lane in lanes:
+        own: list[list[str] | None] = []
+        for step_id in lane:
+            step = steps[step_id]
+            globs = write_globs(step, manifest.agents.get(step.agent or ""))
+            if not claims.admits(globs):
+                break
+            own.append(globs)
+        if own:
+            kept.append(list(lane[: len(own)]))
+            for globs in own:
+                claims.claim(globs)
+    return kept, claims
 
 
 def _pauses(step: ManifestStep, may_pause: Callable[[ManifestStep], bool]) -> bool:

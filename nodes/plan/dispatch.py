@@ -1,6 +1,7 @@
 """dispatch node: find the next batch (every step whose dependencies finished, lowest levels
 first, each with its lane, and the window of steps its lanes may take as their dependencies
-complete); mark steps that can never run as blocked. The router sends one ``Send`` per lane."""
+complete; steps that may change the same files never in one batch's separate lanes); mark steps
+that can never run as blocked. The router sends one ``Send`` per lane."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from langgraph.runtime import Runtime
 
 from veriloop.context import PlanContext
 from veriloop.engines.plan.execution import commands_needing_approval
-from veriloop.engines.plan.policy import dependency_results, lanes, next_batch, window
+from veriloop.engines.plan.policy import apart, dependency_results, lanes, next_batch, window
 from veriloop.graph.plan_state import PlanState, StepInput
 from veriloop.nodes.plan.lane import open_batch
 from veriloop.nodes.plan.support import (
@@ -47,11 +48,17 @@ def dispatch(state: PlanState, runtime: Runtime[PlanContext]) -> dict:
     def may_pause(step: ManifestStep) -> bool:
         return bool(commands_needing_approval(step, ctx.shell_allowlist))
 
-    sent = lanes(manifest, batch.ready, results, dependents_in(state), ctx.lane_steps, may_pause)
+    sent, claims = apart(
+        manifest,
+        lanes(manifest, batch.ready, results, dependents_in(state), ctx.lane_steps, may_pause),
+    )
     extra = []  # a lane of one step takes no other: every step waits for its batch
     if ctx.lane_steps > 1:
         in_lanes = {step_id for lane in sent for step_id in lane}
-        extra = window(manifest, results, levels_of(state), in_lanes, _batch_limit(), may_pause)
+        candidates = window(
+            manifest, results, levels_of(state), in_lanes, _batch_limit(), may_pause
+        )
+        extra = [step_id for [step_id] in apart(manifest, [[s] for s in candidates], claims)[0]]
     batch_id = uuid.uuid4().hex
     if extra:
         steps = steps_in(state)

@@ -9,8 +9,9 @@ from veriloop.schemas.plan_run import ExecutionResult
 
 
 def py_step(step_id: str, function: str = "ok", **fields: Any) -> dict[str, Any]:
-    """A python step; a ``bad`` step carries a predicate that its output fails."""
-    step = {"id": step_id, "function": function, "input": step_id, **fields}
+    """A python step; a ``bad`` step carries a predicate that its output fails. The kit's functions
+    change no file (``writes: []``), so steps of one level run side by side."""
+    step = {"id": step_id, "function": function, "input": step_id, "writes": [], **fields}
     if function == "bad" and "checks" not in fields:
         step["checks"] = [{"kind": "predicate", "expr": 'result["value"] == "right"'}]
     return step

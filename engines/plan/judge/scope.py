@@ -113,6 +113,11 @@ def matches(rel: str, patterns: Iterable[str]) -> bool:
     return any(_glob(pattern).fullmatch(rel) for pattern in patterns)
 
 
+def literal_prefix(pattern: str) -> str:
+    """The part of a glob before its first wildcard: every path the glob matches starts with it."""
+    return re.split(r"[*?\[]", pattern, maxsplit=1)[0]
+
+
 def _runner_config_file(rel: str) -> bool:
     """Runner configuration, even under ``tests/``: a test writer writes tests, not the runner's
     settings (ini, cfg, toml, pth files, start-up hooks)."""
@@ -267,6 +272,7 @@ __all__ = [
     "in_scope_changes",
     "is_cache",
     "is_test_path",
+    "literal_prefix",
     "matches",
     "outside_scope",
     "unsnapshotted",
