@@ -272,7 +272,8 @@ async function send(tabId, task) {
       t.message = `the service answered ${answer.action} but left the task executing; nothing was done`;
     }
   });
-  refreshUsage(tabId, answer?.taskId || pending.body.taskId, settings);
+  // Awaited, as part of the step: once a task is paused or ended, nothing writes its record later.
+  await refreshUsage(tabId, answer?.taskId || pending.body.taskId, settings);
 }
 
 async function refreshUsage(tabId, taskId, settings) {

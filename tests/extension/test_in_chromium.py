@@ -309,11 +309,17 @@ def test_a_task_whose_storage_was_lost_is_continued_from_the_service(
 ) -> None:
     extension.configure(service.url)
     with task_in_new_tab(extension, demo_app.url, ADD_PATIENT) as (_page, tab_id, panel):
-        wait_steps(panel, 2)
+        wait_steps(panel, 1)
+        # Lost while nothing drives the task: a step in flight writes back the record it read
+        # before the loss (the worker's read-modify-write), and the task simply goes on. A refused
+        # key pauses it at its next request; the service still has it executing.
+        extension.configure(service.url, api_key="not-the-key")
+        assert wait_final(panel) == "paused", extension.record(tab_id)["task"]
         task_id = extension.record(tab_id)["task"]["taskId"]
         extension.worker.evaluate(
             "id => chrome.storage.local.remove([`tab:${id}`, `pending:${id}`])", tab_id
         )
+        extension.configure(service.url)
         panel.reload()
         panel.wait_for_selector("#recover:not([hidden])", timeout=30000)
         assert panel.text_content("#recover-goal") == ADD_PATIENT

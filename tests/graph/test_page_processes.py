@@ -91,7 +91,13 @@ def test_page_processes_setting():
 
 
 def _wait_gone(pid: int, timeout_s: float = 10.0) -> None:
+    """Until ``pid`` has exited: a zombie, or reaped by its parent (the fork server does that at
+    any moment, so every look at the process may find it gone)."""
     deadline = time.monotonic() + timeout_s
-    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-        assert time.monotonic() < deadline, f"process {pid} is still running"
-        time.sleep(0.02)
+    try:
+        process = psutil.Process(pid)
+        while process.status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline, f"process {pid} is still running"
+            time.sleep(0.02)
+    except psutil.NoSuchProcess:
+        pass
