@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Collection
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from veriloop.engines.plan.critic import MISSING_GATE_MIN_PARALLEL, static_review
 from veriloop.engines.plan.predicates import PredicateError, compile_predicate
-from veriloop.schemas.manifest import Manifest
+from veriloop.schemas.manifest import Manifest, ManifestStep
 
 MAX_PARALLEL = 6
 
@@ -113,31 +114,45 @@ def reference_gated(manifest: Manifest, sid: str) -> bool:
     return False
 
 
-def reference_findings(manifest: Manifest) -> list[tuple[str, str, list[str]]]:
-    """(rule, severity, step ids) of parallel_explosion, missing_gate, disconnected_flow, bad_check."""
+def reference_level_findings(manifest: Manifest) -> list[tuple[str, list[str]]]:
+    """(rule, step ids) of parallel_explosion and missing_gate, level by level."""
     types = {}
     for step in manifest.steps:
         types.setdefault(step.id, step.type)
     found = []
     for level in reference_levels(manifest):
         if len(level) > MAX_PARALLEL:
-            found.append(("parallel_explosion", "warning", level))
+            found.append(("parallel_explosion", level))
         ungated = [
             s for s in level if types[s] in ("task", "plan") and not reference_gated(manifest, s)
         ]
         if len(ungated) >= MISSING_GATE_MIN_PARALLEL:
-            found.append(("missing_gate", "warning", ungated))
+            found.append(("missing_gate", ungated))
+    return found
+
+
+def reference_unused(step: ManifestStep, text: str, known: Collection[str]) -> list[str]:
+    """The step's known dependencies its text never names as a whole word: a search per id."""
+    return [
+        d
+        for d in dict.fromkeys(step.depends_on)
+        if d in known
+        and d != step.id
+        and not re.search(rf"(?<![\w-]){re.escape(d)}(?![\w-])", text)
+    ]
+
+
+def reference_findings(manifest: Manifest) -> list[tuple[str, str, list[str]]]:
+    """(rule, severity, step ids) of parallel_explosion, missing_gate, disconnected_flow, bad_check."""
+    types = {}
+    for step in manifest.steps:
+        types.setdefault(step.id, step.type)
+    found = [(rule, "warning", ids) for rule, ids in reference_level_findings(manifest)]
     valid = dict(PREDICATES)
     for step in manifest.steps:
         if step.type == "task":
             text = step.input if isinstance(step.input, str) else str(step.input)
-            unused = [
-                d
-                for d in dict.fromkeys(step.depends_on)
-                if d in types
-                and d != step.id
-                and not re.search(rf"(?<![\w-]){re.escape(d)}(?![\w-])", text)
-            ]
+            unused = reference_unused(step, text, types)
             if unused:
                 found.append(("disconnected_flow", "warning", [step.id, *unused]))
         if not valid[step.checks[0].expr]:
@@ -264,19 +279,10 @@ def reference_cycles(manifest: Manifest) -> list[list[str]]:
 def reference_by_rule(manifest: Manifest) -> dict[str, list]:
     """The findings of each rule, in order: step ids, and for some the part of the message a fast
     form computes (the agents listed, the network tools named)."""
-    types, known = {}, set()
-    for step in manifest.steps:
-        types.setdefault(step.id, step.type)
-        known.add(step.id)
+    known = {step.id for step in manifest.steps}
     found: dict[str, list] = {rule: [] for rule in DRAWN_RULES}
-    for level in reference_levels(manifest):
-        if len(level) > MAX_PARALLEL:
-            found["parallel_explosion"].append((level, None))
-        ungated = [
-            s for s in level if types[s] in ("task", "plan") and not reference_gated(manifest, s)
-        ]
-        if len(ungated) >= MISSING_GATE_MIN_PARALLEL:
-            found["missing_gate"].append((ungated, None))
+    for rule, ids in reference_level_findings(manifest):
+        found[rule].append((ids, None))
     found["cycle"] = [(loop, None) for loop in reference_cycles(manifest)]
     listed = ", ".join(sorted(AGENT_TOOLS)[:10]) + ", ..."
     for step in manifest.steps:
@@ -292,13 +298,7 @@ def reference_by_rule(manifest: Manifest) -> dict[str, list]:
         if step.type == "task":
             text = step.input if isinstance(step.input, str) else json.dumps(step.input)
             text += f"\n{step.command or ''}"
-            unused = [
-                d
-                for d in dict.fromkeys(step.depends_on)
-                if d in known
-                and d != step.id
-                and not re.search(rf"(?<![\w-]){re.escape(d)}(?![\w-])", text)
-            ]
+            unused = reference_unused(step, text, known)
             if unused:
                 found["disconnected_flow"].append(([step.id, *unused], None))
     return found
