@@ -1,5 +1,5 @@
 """How the plan critic's time grows with a manifest's length: the static review of generated
-manifests of 100, 250 and 500 steps, in four shapes, side by side in one run.
+manifests of 100, 250 and 500 steps, in six shapes, side by side in one run.
 
 Every step is an llm task with one predicate check whose input names each dependency
 (``{{id}}``); an agent with a network tool makes some of them flaky, and every tenth step is a
@@ -9,7 +9,12 @@ synthesis gate over the ten before it (or none, in ``ungated``). Shapes:
 - ``chain``: each step needs the one before it, listed backwards (the order a naive levelling
   pass handles one step at a time);
 - ``dag``: each step needs up to three seeded earlier ones;
-- ``ungated``: ``dag`` without gates, every level's steps reported by missing_gate.
+- ``ungated``: ``dag`` without gates, every level's steps reported by missing_gate;
+- ``fanin``: ids with a character outside words (``x.1``), the last step needing and naming all
+  the others (disconnected_flow looks every one of them up in its input);
+- ``agents``: as many agents as steps; every step needs itself (a one-step cycle each) and is
+  critical, on one agent of as many tools as steps (optimism_bias) or on an unknown one
+  (unknown_agent lists the agents).
 
 Each size is critiqued ``--repeats`` times after one warm-up; the median CPU time counts.
 
@@ -32,13 +37,17 @@ import typer
 from veriloop.engines.plan.critic import static_review
 from veriloop.schemas.manifest import Manifest
 
-Shape = Literal["fan", "chain", "dag", "ungated"]
-SHAPES: tuple[Shape, ...] = ("fan", "chain", "dag", "ungated")
+Shape = Literal["fan", "chain", "dag", "ungated", "fanin", "agents"]
+SHAPES: tuple[Shape, ...] = ("fan", "chain", "dag", "ungated", "fanin", "agents")
 GATE_EVERY = 10
 
 
 def critic_manifest(shape: Shape, n: int, seed: int = 7) -> Manifest:
     """``n`` steps of ``shape`` (see the module docstring)."""
+    if shape == "fanin":
+        return _fanin_manifest(n)
+    if shape == "agents":
+        return _agents_manifest(n)
     rng = random.Random(seed)
     steps: list[dict[str, Any]] = []
     for i in range(n):
@@ -72,6 +81,37 @@ def critic_manifest(shape: Shape, n: int, seed: int = 7) -> Manifest:
             "steps": steps,
         }
     )
+
+
+def _fanin_manifest(n: int) -> Manifest:
+    ids = [f"x.{i}" for i in range(n - 1)]
+    steps: list[dict[str, Any]] = [{"id": i, "executor": "llm", "input": "part"} for i in ids]
+    steps.append(
+        {
+            "id": "all",
+            "executor": "llm",
+            "depends_on": ids,
+            "input": "combine " + " ".join(f"{{{{{i}}}}}" for i in ids),
+        }
+    )
+    return Manifest.model_validate({"goal": f"a fan-in of {n} steps", "steps": steps})
+
+
+def _agents_manifest(n: int) -> Manifest:
+    hub_tools = [f"web_search{i}" if i % 10 == 0 else f"notes{i}" for i in range(n)]
+    agents = {"hub": {"tools": hub_tools}, **{f"a{i}": {"tools": []} for i in range(n)}}
+    steps = [
+        {
+            "id": f"s{i}",
+            "executor": "llm",
+            "agent": "hub" if i % 2 else f"ghost{i}",
+            "critical": True,
+            "depends_on": [f"s{i}"],
+            "input": f"again from {{{{s{i}}}}}",
+        }
+        for i in range(n)
+    ]
+    return Manifest.model_validate({"goal": f"{n} agents", "agents": agents, "steps": steps})
 
 
 def critique_ms(manifest: Manifest, repeats: int) -> float:

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from functools import cache
 
 from veriloop.engines.critic import parse_critic_response
 from veriloop.engines.plan.judge.executed import unresolvable
@@ -139,13 +140,14 @@ def _is_flaky_tool(name: str, fragments: Collection[str]) -> bool:
 
 def _flaky_reason(
     step: ManifestStep,
-    agents: Mapping[str, AgentSpec],
+    network_tools: Callable[[str], list[str]],
     flaky_tools: Collection[str],
     flaky_commands: Sequence[str],
 ) -> str | None:
-    """Why the step's executor is known flaky, or None."""
-    if step.executor == "llm" and step.agent in agents:
-        tools = [t for t in agents[step.agent].tools if _is_flaky_tool(t, flaky_tools)]
+    """Why the step's executor is known flaky, or None; ``network_tools`` names an agent's flaky
+    tools (an empty list for an unknown agent)."""
+    if step.executor == "llm" and step.agent is not None:
+        tools = network_tools(step.agent)
         if tools:
             return f"its agent '{step.agent}' uses network tool(s) {', '.join(tools)}"
     if step.executor == "python" and step.function and _is_flaky_tool(step.function, flaky_tools):
@@ -159,17 +161,50 @@ def _flaky_reason(
 
 
 _WORD = re.compile(r"[\w-]+")
+_ID_END = object()
+"""The trie key of :func:`_mentioned` marking where an id ends."""
 
 
-def _mentions(text: str, words: Collection[str], step_id: str) -> bool:
-    """The id appears as a whole word (so ``{{id}}``, ``${id}``, ``$id``, ``{{ id.field }}`` count).
+def _in_word(char: str) -> bool:
+    """The character is one of :data:`_WORD`'s (``\\w`` is ``str.isalnum`` and ``_``)."""
+    return char.isalnum() or char in "_-"
 
-    ``words`` are the text's runs of :data:`_WORD`: an id of those characters alone is mentioned
-    when it is one of them (a search of the text per dependency was quadratic in a step with many).
+
+def _mentioned(text: str, step_ids: Iterable[str]) -> set[str]:
+    """The ids that appear in the text as whole words, with no word character or hyphen on either
+    side (so ``{{id}}``, ``${id}``, ``$id``, ``{{ id.field }}`` count).
+
+    One pass over the text for all of them (a search of the text per id was quadratic in a step
+    with many dependencies): an id of :data:`_WORD` characters alone is mentioned when it is one of
+    the text's runs of them; other ids (``x.1``, ``a b``) are walked in a trie from every place a
+    whole word may start, only as far as the text follows one of them.
     """
-    if _WORD.fullmatch(step_id):
-        return step_id in words
-    return re.search(rf"(?<![\w-]){re.escape(step_id)}(?![\w-])", text) is not None
+    found: set[str] = set()
+    trie: dict = {}
+    words = set(_WORD.findall(text))
+    for step_id in step_ids:
+        if _WORD.fullmatch(step_id):
+            if step_id in words:
+                found.add(step_id)
+            continue
+        node = trie
+        for char in step_id:
+            node = node.setdefault(char, {})
+        node[_ID_END] = step_id
+    if not trie:
+        return found
+    for start in range(len(text) + 1):
+        if start and _in_word(text[start - 1]):
+            continue
+        node, at = trie, start
+        while node is not None:
+            if _ID_END in node and (at == len(text) or not _in_word(text[at])):
+                found.add(node[_ID_END])
+            if at == len(text):
+                break
+            node = node.get(text[at])
+            at += 1
+    return found
 
 
 def _flow_text(step: ManifestStep) -> str:
@@ -205,6 +240,14 @@ def _review(
     findings: list[CriticFinding] = []
     where = _where(prefix)
     agents = {**inherited, **manifest.agents}
+    # An agent's network tools, found once per agent (once per step was steps x tools).
+    network_tools = cache(
+        lambda name: (
+            [t for t in agents[name].tools if _is_flaky_tool(t, flaky_tools)]
+            if name in agents
+            else []
+        )
+    )
     types, origins = {}, {}
     for step in manifest.steps:
         types.setdefault(step.id, step.type)
@@ -242,7 +285,7 @@ def _review(
     for index, step in enumerate(manifest.steps):
         loc = _step_loc(prefix, index, step.id)
         if step.critical:
-            reason = _flaky_reason(step, agents, flaky_tools, flaky_commands)
+            reason = _flaky_reason(step, network_tools, flaky_tools, flaky_commands)
             if reason:
                 findings.append(
                     CriticFinding(
@@ -253,13 +296,9 @@ def _review(
                     )
                 )
         if step.type in ("task", "plan"):
-            text = _flow_text(step)
-            words = set(_WORD.findall(text))
-            unused = [
-                d
-                for d in dict.fromkeys(step.depends_on)
-                if d in known and d != step.id and not _mentions(text, words, d)
-            ]
+            candidates = [d for d in dict.fromkeys(step.depends_on) if d in known and d != step.id]
+            mentioned = _mentioned(_flow_text(step), candidates)
+            unused = [d for d in candidates if d not in mentioned]
             if unused:
                 names = ", ".join(f"'{d}'" for d in unused)
                 findings.append(

@@ -23,8 +23,9 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -996,6 +997,9 @@ def _find_cycles(steps: list[ManifestStep]) -> list[list[str]]:
             continue
         stack: list[tuple[str, int]] = [(root, 0)]
         path: list[str] = [root]
+        # Where each id on the path stands: path.index scanned the whole path for every back
+        # edge (quadratic in a long chain of self-dependencies).
+        position = {root: 0}
         colour[root] = 1
         while stack:
             node, i = stack[-1]
@@ -1006,9 +1010,10 @@ def _find_cycles(steps: list[ManifestStep]) -> list[list[str]]:
                 if state == 0:
                     colour[nxt] = 1
                     stack.append((nxt, 0))
+                    position[nxt] = len(path)
                     path.append(nxt)
                 elif state == 1:
-                    loop = path[path.index(nxt) :]
+                    loop = path[position[nxt] :]
                     start = min(range(len(loop)), key=lambda k: index[loop[k]])
                     loop = loop[start:] + loop[:start]
                     if tuple(loop) not in seen:
@@ -1017,7 +1022,7 @@ def _find_cycles(steps: list[ManifestStep]) -> list[list[str]]:
             else:
                 colour[node] = 2
                 stack.pop()
-                path.pop()
+                del position[path.pop()]
     return cycles
 
 
@@ -1061,6 +1066,8 @@ def _step_problems(
     loc: str,
     agents: Mapping[str, AgentSpec],
     tools: Collection[str] | None,
+    agent_list: Callable[[], str],
+    tool_list: Callable[[], str],
 ) -> list[Problem]:
     problems: list[Problem] = []
     ids = (step.id,)
@@ -1097,7 +1104,7 @@ def _step_problems(
             problems.append(
                 Problem(
                     "unknown_tool",
-                    f"{loc}: unknown function '{step.function}' (tools: {_names(tools)})",
+                    f"{loc}: unknown function '{step.function}' (tools: {tool_list()})",
                     ids,
                 )
             )
@@ -1106,7 +1113,7 @@ def _step_problems(
             problems.append(
                 Problem(
                     "unknown_agent",
-                    f"{loc}: unknown agent '{step.agent}' (agents: {_names(agents)})",
+                    f"{loc}: unknown agent '{step.agent}' (agents: {agent_list()})",
                     ids,
                 )
             )
@@ -1114,7 +1121,7 @@ def _step_problems(
             problems.append(
                 Problem(
                     "unknown_agent",
-                    f"{loc}: names no agent (agents: {_names(agents)})",
+                    f"{loc}: names no agent (agents: {agent_list()})",
                     ids,
                 )
             )
@@ -1127,6 +1134,7 @@ def _problems(
     depth: int,
     inherited: Mapping[str, AgentSpec],
     tools: Collection[str] | None,
+    tool_list: Callable[[], str],
     max_depth: int,
     path_ids: tuple[str, ...],
 ) -> list[Problem]:
@@ -1140,13 +1148,14 @@ def _problems(
                     problems.append(
                         Problem(
                             "unknown_tool",
-                            f"{prefix}agents.{name}: unknown tool '{tool}' (tools: {_names(tools)})",
+                            f"{prefix}agents.{name}: unknown tool '{tool}' (tools: {tool_list()})",
                         )
                     )
     agents = {**inherited, **manifest.agents}
+    agent_list = cache(partial(_names, agents))
     for i, step in enumerate(manifest.steps):
         loc = _step_loc(prefix, i, step.id)
-        problems.extend(_step_problems(step, loc, agents, tools))
+        problems.extend(_step_problems(step, loc, agents, tools, agent_list, tool_list))
         if step.plan is not None:
             problems.extend(
                 _problems(
@@ -1155,6 +1164,7 @@ def _problems(
                     depth + 1,
                     agents,
                     tools,
+                    tool_list,
                     max_depth,
                     path_ids + (step.id,),
                 )
@@ -1187,7 +1197,10 @@ def manifest_problems(
       on another type); type plan / human_review with another executor (and the reverse); a
       shell step without ``command``; a python step without ``function``.
     """
-    return _problems(manifest, "", 1, {}, tools, max_depth, ())
+    # The names a message lists are sorted once, when first needed (once per finding was
+    # quadratic in a manifest of many steps naming unknown agents).
+    tool_list = cache(partial(_names, tools or ()))
+    return _problems(manifest, "", 1, {}, tools, tool_list, max_depth, ())
 
 
 # --------------------------------------------------------------------------------------------

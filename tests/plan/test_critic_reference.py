@@ -6,14 +6,18 @@ type test per syntax node); these say they report the same findings."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
+from collections.abc import Collection
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from veriloop.engines.plan.critic import MISSING_GATE_MIN_PARALLEL, static_review
 from veriloop.engines.plan.predicates import PredicateError, compile_predicate
-from veriloop.schemas.manifest import Manifest
+from veriloop.schemas.manifest import Manifest, ManifestStep
 
 MAX_PARALLEL = 6
 
@@ -110,31 +114,45 @@ def reference_gated(manifest: Manifest, sid: str) -> bool:
     return False
 
 
-def reference_findings(manifest: Manifest) -> list[tuple[str, str, list[str]]]:
-    """(rule, severity, step ids) of parallel_explosion, missing_gate, disconnected_flow, bad_check."""
+def reference_level_findings(manifest: Manifest) -> list[tuple[str, list[str]]]:
+    """(rule, step ids) of parallel_explosion and missing_gate, level by level."""
     types = {}
     for step in manifest.steps:
         types.setdefault(step.id, step.type)
     found = []
     for level in reference_levels(manifest):
         if len(level) > MAX_PARALLEL:
-            found.append(("parallel_explosion", "warning", level))
+            found.append(("parallel_explosion", level))
         ungated = [
             s for s in level if types[s] in ("task", "plan") and not reference_gated(manifest, s)
         ]
         if len(ungated) >= MISSING_GATE_MIN_PARALLEL:
-            found.append(("missing_gate", "warning", ungated))
+            found.append(("missing_gate", ungated))
+    return found
+
+
+def reference_unused(step: ManifestStep, text: str, known: Collection[str]) -> list[str]:
+    """The step's known dependencies its text never names as a whole word: a search per id."""
+    return [
+        d
+        for d in dict.fromkeys(step.depends_on)
+        if d in known
+        and d != step.id
+        and not re.search(rf"(?<![\w-]){re.escape(d)}(?![\w-])", text)
+    ]
+
+
+def reference_findings(manifest: Manifest) -> list[tuple[str, str, list[str]]]:
+    """(rule, severity, step ids) of parallel_explosion, missing_gate, disconnected_flow, bad_check."""
+    types = {}
+    for step in manifest.steps:
+        types.setdefault(step.id, step.type)
+    found = [(rule, "warning", ids) for rule, ids in reference_level_findings(manifest)]
     valid = dict(PREDICATES)
     for step in manifest.steps:
         if step.type == "task":
             text = step.input if isinstance(step.input, str) else str(step.input)
-            unused = [
-                d
-                for d in dict.fromkeys(step.depends_on)
-                if d in types
-                and d != step.id
-                and not re.search(rf"(?<![\w-]){re.escape(d)}(?![\w-])", text)
-            ]
+            unused = reference_unused(step, text, types)
             if unused:
                 found.append(("disconnected_flow", "warning", [step.id, *unused]))
         if not valid[step.checks[0].expr]:
@@ -169,3 +187,140 @@ def test_a_predicate_compiles_exactly_when_it_is_valid_by_construction(expr, com
     else:
         with pytest.raises(PredicateError):
             compile_predicate(expr)
+
+
+# Hypothesis-drawn manifests against references for every rule whose implementation is a fast
+# form: ids with characters outside words (found by a trie walk, not a search per id), duplicate
+# and unknown ids, self-dependencies and cycles (found with a path index), agents many steps share
+# (their network tools listed once per agent), unknown agents (the names listed sorted once).
+
+AGENT_TOOLS = {
+    "web": ["web_search", "notes", "fetchUrl"],
+    "writer": ["notes", "calc"],
+    **{f"helper{i}": ["calc"] for i in range(11)},  # more agents than a message lists
+}
+NETWORK = {"web_search", "fetchUrl"}
+ID_FORMS = ["s{}", "x.{}", "a b{}", "-{}", "({})", "é{}", "q·{}", "{}"]
+EDGE = st.sampled_from(["", " ", "{{", "}}", "$", "${", ".", "-", "_", "x", "é", "·", "٣", "\n"])
+
+
+@st.composite
+def hostile_manifests(draw) -> Manifest:
+    n = draw(st.integers(1, 24))
+    ids = [draw(st.sampled_from(ID_FORMS)).format(i) for i in range(n)]
+    for i in range(1, n):
+        if draw(st.integers(0, 9)) == 0:
+            ids[i] = ids[draw(st.integers(0, i - 1))]  # a duplicate id
+    steps = []
+    for i, step_id in enumerate(ids):
+        kind = draw(st.sampled_from(["task", "task", "task", "synthesis_gate", "human_review"]))
+        depends = draw(
+            st.lists(st.sampled_from(ids), max_size=4)
+        )  # self, later (cycles) or earlier
+        if draw(st.booleans()) and i:
+            depends += draw(st.lists(st.sampled_from(ids[:i]), max_size=3))
+        if draw(st.integers(0, 9)) == 0:
+            depends.append("nowhere")
+        pieces = [
+            draw(EDGE) + draw(st.sampled_from(depends or ids)) + draw(EDGE)
+            for _ in range(draw(st.integers(0, 4)))
+        ]
+        step: dict = {"id": step_id, "type": kind, "depends_on": depends}
+        if kind == "human_review":
+            step["executor"] = "human"
+        elif kind == "task" and draw(st.integers(0, 3)) == 0:
+            step["executor"] = "shell"
+            step["command"] = draw(st.sampled_from(["curl -s x", "echo ok", "make"])) + " ".join(
+                pieces
+            )
+        else:
+            step["executor"] = "llm"
+            step["agent"] = draw(st.sampled_from([None, "web", "writer", "helper3", "ghost"]))
+        step["input"] = "".join(pieces) if draw(st.booleans()) else {"from": pieces}
+        step["critical"] = draw(st.booleans())
+        steps.append(step)
+    agents = {name: {"tools": tools} for name, tools in AGENT_TOOLS.items()}
+    return Manifest.model_validate({"goal": "drawn", "agents": agents, "steps": steps})
+
+
+def reference_cycles(manifest: Manifest) -> list[list[str]]:
+    """Depth-first from each step in manifest order, a back edge's cycle found by searching the path
+    and started at its earliest step; each distinct cycle once."""
+    first = {}
+    for step in manifest.steps:
+        first.setdefault(step.id, step)
+    order = {sid: i for i, sid in enumerate(first)}
+    colour: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(sid: str, path: list[str]) -> None:
+        colour[sid] = 1
+        path.append(sid)
+        for dep in first[sid].depends_on:
+            if dep not in first:
+                continue
+            if dep not in colour:
+                visit(dep, path)
+            elif colour[dep] == 1:
+                loop = path[path.index(dep) :]
+                start = loop.index(min(loop, key=order.__getitem__))
+                loop = loop[start:] + loop[:start]
+                if loop not in cycles:
+                    cycles.append(loop)
+        colour[sid] = 2
+        path.pop()
+
+    for sid in first:
+        if sid not in colour:
+            visit(sid, [])
+    return cycles
+
+
+def reference_by_rule(manifest: Manifest) -> dict[str, list]:
+    """The findings of each rule, in order: step ids, and for some the part of the message a fast
+    form computes (the agents listed, the network tools named)."""
+    known = {step.id for step in manifest.steps}
+    found: dict[str, list] = {rule: [] for rule in DRAWN_RULES}
+    for rule, ids in reference_level_findings(manifest):
+        found[rule].append((ids, None))
+    found["cycle"] = [(loop, None) for loop in reference_cycles(manifest)]
+    listed = ", ".join(sorted(AGENT_TOOLS)[:10]) + ", ..."
+    for step in manifest.steps:
+        unknown = step.agent not in AGENT_TOOLS if step.agent else step.type == "task"
+        if step.executor == "llm" and unknown:
+            found["unknown_agent"].append(([step.id], f"(agents: {listed})"))
+        if step.critical:
+            tools = [t for t in AGENT_TOOLS.get(step.agent or "", []) if t in NETWORK]
+            if step.executor == "llm" and tools:
+                found["optimism_bias"].append(([step.id], ", ".join(tools)))
+            elif step.executor == "shell" and step.command.startswith("curl"):
+                found["optimism_bias"].append(([step.id], "('curl')"))
+        if step.type == "task":
+            text = step.input if isinstance(step.input, str) else json.dumps(step.input)
+            text += f"\n{step.command or ''}"
+            unused = reference_unused(step, text, known)
+            if unused:
+                found["disconnected_flow"].append(([step.id, *unused], None))
+    return found
+
+
+DRAWN_RULES = (
+    "parallel_explosion",
+    "missing_gate",
+    "cycle",
+    "unknown_agent",
+    "optimism_bias",
+    "disconnected_flow",
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hostile_manifests())
+def test_every_fast_rule_reports_what_its_reference_reports_on_drawn_manifests(manifest):
+    critique = static_review(manifest, max_parallel=MAX_PARALLEL)
+    expected = reference_by_rule(manifest)
+    for rule in DRAWN_RULES:
+        got = [f for f in critique.findings if f.rule == rule]
+        assert [f.step_ids for f in got] == [ids for ids, _ in expected[rule]], rule
+        for finding, (_, part) in zip(got, expected[rule], strict=True):
+            assert part is None or part in finding.message, (rule, finding.message)
