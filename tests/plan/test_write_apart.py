@@ -3,11 +3,10 @@ writes only; steps with disjoint ``writes:`` (or none) still run side by side.""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from pathlib import Path
 from typing import Any
 
+import apart_steps
 from hypothesis import given
 from hypothesis import strategies as st
 from langgraph.checkpoint.memory import InMemorySaver
@@ -85,68 +84,42 @@ def test_lanes_are_cut_where_a_step_could_write_what_another_lane_may() -> None:
     assert not claims.admits(["d/e.txt"]) and claims.admits(["f.txt"])
 
 
-def _runner(tmp_path: Path, tools: dict[str, Any]) -> PlanRunner:
+def _run(tmp_path: Path, *steps: dict[str, Any]) -> Any:
     context = PlanContext(
         workspace=str(tmp_path), replan_cooldown_s=0.0, review_critical_steps=False
     )
-    return PlanRunner(checkpointer=InMemorySaver(), context=context, tools=tools)
+    runner = PlanRunner(
+        checkpointer=InMemorySaver(),
+        context=context,
+        tools={"write_module": apart_steps.write_module},
+    )
+    return runner.run(plan_manifest(*steps))
+
+
+def _writer(at: Path, name: str, other: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "id": name,
+        "function": "write_module",
+        "input": {"name": name, "other": other, "at": str(at)},
+        "checks": [f"result.wrote == '{name}'"],
+        **fields,
+    }
 
 
 def test_steps_that_may_write_the_same_files_run_one_after_another(tmp_path: Path) -> None:
-    """Two default-scope steps of one level each write a module; each gives the other a second to
-    start beside it, which it never does, and each is judged on its own writes (both complete)."""
-    started = {"a": asyncio.Event(), "b": asyncio.Event()}
-    log: list[str] = []
-
-    def writer(name: str, other: str):
-        async def write(input: Any = None, depends: dict | None = None) -> Any:
-            log.append(f"start {name}")
-            started[name].set()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(started[other].wait(), timeout=1.0)
-            (tmp_path / f"{name}.py").write_text(f"VALUE = {name!r}\n")
-            log.append(f"end {name}")
-            return {"wrote": name}
-
-        return write
-
-    tools = {"a": writer("a", "b"), "b": writer("b", "a")}
-    report = asyncio.run(
-        _runner(tmp_path, tools).arun(
-            plan_manifest(
-                {"id": "a", "function": "a", "checks": ["result.wrote == 'a'"]},
-                {"id": "b", "function": "b", "checks": ["result.wrote == 'b'"]},
-            )
-        )
-    )
+    """Two default-scope steps of one level each write a module: neither sees the other running,
+    and each is judged on its own writes (both complete)."""
+    report = _run(tmp_path, _writer(tmp_path, "a", "b"), _writer(tmp_path, "b", "a"))
     assert report.status == "completed", report
-    assert log in (
-        ["start a", "end a", "start b", "end b"],
-        ["start b", "end b", "start a", "end a"],
-    )
+    assert [report.steps[s].output["overlap"] for s in "ab"] == [False, False]
 
 
 def test_steps_with_disjoint_writes_run_side_by_side(tmp_path: Path) -> None:
-    """Each step waits for the other to start: only steps that run at once both finish in time."""
-    started = {"a": asyncio.Event(), "b": asyncio.Event()}
-
-    def writer(name: str, other: str):
-        async def write(input: Any = None, depends: dict | None = None) -> Any:
-            started[name].set()
-            await asyncio.wait_for(started[other].wait(), timeout=10)
-            (tmp_path / f"{name}.py").write_text(f"VALUE = {name!r}\n")
-            return {"wrote": name}
-
-        return write
-
-    tools = {"a": writer("a", "b"), "b": writer("b", "a")}
-    report = asyncio.run(
-        _runner(tmp_path, tools).arun(
-            plan_manifest(
-                {"id": "a", "function": "a", "writes": ["a.py"]},
-                {"id": "b", "function": "b", "writes": ["b.py"]},
-            )
-        )
+    report = _run(
+        tmp_path,
+        _writer(tmp_path, "a", "b", writes=["a.py", "marks/a.*"]),
+        _writer(tmp_path, "b", "a", writes=["b.py", "marks/b.*"]),
     )
     assert report.status == "completed", report
+    assert [report.steps[s].output["overlap"] for s in "ab"] == [True, True]
     assert (tmp_path / "a.py").exists() and (tmp_path / "b.py").exists()
