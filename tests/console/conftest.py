@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
@@ -16,10 +17,10 @@ SERVER_TESTS = Path(__file__).resolve().parents[1] / "server"
 sys.path.insert(0, str(SERVER_TESTS))  # importlib mode: the service tests' kit and callables
 sys.path.insert(0, str(Path(__file__).parent))  # and console_kit
 
-from service_testkit import KEYS, ProcessServer  # noqa: E402
+from service_testkit import KEYS, Playbook, ProcessServer  # noqa: E402
 
 from benchmarks.console_latency import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
-from veriloop.llm.scripted import ScriptedModelServer  # noqa: E402
+from veriloop.llm.scripted import ANY_PURPOSE, ScriptedModelServer  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -80,6 +81,28 @@ def launch(
 def console_server(launch: Callable[..., ProcessServer]) -> ProcessServer:
     """The module's server (SQLite)."""
     return launch()
+
+
+@pytest.fixture(scope="module")
+def api(console_server: ProcessServer) -> Iterator[httpx.Client]:
+    """Tenant A's client of the module's server."""
+    with console_server.client("key-a") as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def playbook(scripted: ScriptedModelServer) -> Playbook:
+    """Browser tasks' model answers for the module (plan runs' scripted answers are queued per
+    test); a module asks for it with ``pytest.mark.usefixtures("playbook")``."""
+    book = Playbook()
+    scripted.on(ANY_PURPOSE, book)
+    return book
+
+
+@pytest.fixture(scope="module")
+def markers(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The file the module's ``python_step`` steps mark (plan_tools' ``mark``)."""
+    return tmp_path_factory.mktemp("markers") / "markers.txt"
 
 
 @pytest.fixture(scope="module")

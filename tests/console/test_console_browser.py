@@ -13,33 +13,13 @@ import pytest
 import yaml
 from console_kit import screenshot, sign_in
 from playwright.sync_api import Page, expect
-from service_testkit import Playbook, drive, python_step, wait_for_run
+from service_testkit import drive, python_step, wait_for_run
 
-from veriloop.llm.scripted import ANY_PURPOSE
 from veriloop.schemas.plan_outputs import ManifestDraft, StepDraft
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("playbook")]
 XSS_SCRIPT = "<script>window.__xss = 1</script>"
 XSS_IMG = '"><img src=x onerror="window.__xss = 2">'
-
-
-@pytest.fixture(scope="module")
-def markers(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("markers") / "markers.txt"
-
-
-@pytest.fixture(scope="module")
-def api(console_server) -> httpx.Client:
-    with console_server.client("key-a") as client:
-        yield client
-
-
-@pytest.fixture(scope="module", autouse=True)
-def playbook(scripted) -> Playbook:
-    """Browser tasks' model answers (plan runs' scripted answers are queued per test)."""
-    book = Playbook()
-    scripted.on(ANY_PURPOSE, book)
-    return book
 
 
 def review_manifest(markers: Path, tag: str, *, first_sleep: float = 0) -> dict:

@@ -6,35 +6,15 @@ stopped by a model outage offers Resume, which continues it."""
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
-import httpx
 import pytest
 from console_kit import screenshot, sign_in
 from playwright.sync_api import Page, expect
-from service_testkit import Playbook, goal, observation, python_step, wait_for_run
+from service_testkit import goal, observation, python_step, wait_for_run
 
-from veriloop.llm.scripted import ANY_PURPOSE, Fail, ToolCalls
+from veriloop.llm.scripted import Fail, ToolCalls
 
-pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def markers(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("markers") / "markers.txt"
-
-
-@pytest.fixture(scope="module")
-def api(console_server) -> httpx.Client:
-    with console_server.client("key-a") as client:
-        yield client
-
-
-@pytest.fixture(scope="module", autouse=True)
-def playbook(scripted) -> Playbook:
-    book = Playbook()
-    scripted.on(ANY_PURPOSE, book)
-    return book
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("playbook")]
 
 
 def test_a_live_run_is_cancelled_from_its_page(page: Page, console_server, api, markers):

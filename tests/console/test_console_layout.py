@@ -7,30 +7,14 @@ from __future__ import annotations
 
 import uuid
 
-import httpx
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 from console_kit import screenshot, sign_in
 from playwright.sync_api import Page, expect
-from service_testkit import Playbook, drive, goal, observation, python_step, wait_for_run
+from service_testkit import drive, goal, observation, python_step, wait_for_run
 
-from veriloop.llm.scripted import ANY_PURPOSE
-
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("playbook")]
 PAGES = {"/": "Plan runs", "/reviews": "Reviews", "/new": "New run", "/tasks": "Browser tasks"}
-
-
-@pytest.fixture(scope="module")
-def api(console_server) -> httpx.Client:
-    with console_server.client("key-a") as client:
-        yield client
-
-
-@pytest.fixture(scope="module", autouse=True)
-def playbook(scripted) -> Playbook:
-    book = Playbook()
-    scripted.on(ANY_PURPOSE, book)
-    return book
 
 
 @pytest.fixture(scope="module")

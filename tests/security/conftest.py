@@ -14,17 +14,17 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import psycopg
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # importlib mode: let the tests import escape_kit
+# importlib mode: let the tests import escape_kit, and it the service tests' kit
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+sys.path.insert(0, str(Path(__file__).parent))
 
 from escape_kit import (  # noqa: E402
     ENV_SECRET,
@@ -36,11 +36,11 @@ from escape_kit import (  # noqa: E402
     SERVICE_UID,
     START_TIMEOUT_S,
     Service,
-    free_port,
     open_for_others,
     serve_command,
     start_victim,
 )
+from service_testkit import free_port, wait_healthy  # noqa: E402
 
 
 @contextmanager
@@ -108,18 +108,7 @@ def _serve(mode: str, database_url: str) -> Iterator[Service]:
     )
     service = Service(mode, f"http://127.0.0.1:{port}", base, data_dir, key_file, dotenv, process)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            assert process.poll() is None, (
-                f"serve exited: {(base / 'serve.log').read_text()[-3000:]}"
-            )
-            try:
-                if httpx.get(f"{service.url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "veriloop serve did not answer /healthz"
-            time.sleep(0.2)
+        wait_healthy(service.url, process, (base / "serve.log").read_text, START_TIMEOUT_S)
         (data_dir / OPERATOR_FILE).write_text(OPERATOR_SECRET)
         service.notes["victim_store"] = start_victim(service)
         yield service

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import hashlib
-import socket
 import stat
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+from service_testkit import wait_for_run
 
 from veriloop.plans import run_snapshot_store, run_workspace
 
@@ -41,12 +40,6 @@ LIMITS = {
 """Small step limits for the probes, so the machine is never at risk (serve options)."""
 START_TIMEOUT_S = 180.0
 RUN_TIMEOUT_S = 150.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -82,19 +75,6 @@ def start_run(client: httpx.Client, manifest: dict, run_id: str | None = None) -
     response = client.post("/api/plans", json={"manifest": manifest, "runId": run_id})
     assert response.status_code == 202, response.text
     return run_id
-
-
-def wait_for_run(client: httpx.Client, run_id: str, timeout: float = RUN_TIMEOUT_S) -> dict:
-    """The run's report once no server executes it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        response = client.get(f"/api/plans/{run_id}")
-        assert response.status_code == 200, response.text
-        report = response.json()
-        if not report["executing"]:
-            return report
-        assert time.monotonic() < deadline, f"plan run {run_id} still executing: {report}"
-        time.sleep(0.1)
 
 
 def shell(step_id: str, command: str, **more: Any) -> dict:
@@ -145,7 +125,7 @@ def start_victim(service: Service) -> dict[str, str]:
     }
     with service.client(KEY_B) as client:
         start_run(client, manifest, service.victim_run)
-        report = wait_for_run(client, service.victim_run)
+        report = wait_for_run(client, service.victim_run, RUN_TIMEOUT_S)
     assert report["status"] == "awaiting_review", report
     digest = hashlib.sha256(f"{VICTIM_SECRET}\n".encode()).hexdigest()
     store = service.snapshot_store("tenant_b", service.victim_run)

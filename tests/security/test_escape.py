@@ -20,12 +20,13 @@ from escape_kit import (
     LIMITS,
     OPERATOR_FILE,
     OPERATOR_SECRET,
+    RUN_TIMEOUT_S,
     VICTIM_SECRET,
     Service,
     shell,
     start_run,
-    wait_for_run,
 )
+from service_testkit import wait_for_run
 
 pytestmark = pytest.mark.postgres
 
@@ -143,7 +144,7 @@ def limit_probes() -> list[dict]:
 def isolation(service: Service) -> dict[str, dict]:
     with service.client(KEY_A) as client:
         run_id = start_run(client, {"steps": isolation_probes(service)}, "probes")
-        report = wait_for_run(client, run_id)
+        report = wait_for_run(client, run_id, RUN_TIMEOUT_S)
     return report["steps"]
 
 
@@ -151,7 +152,7 @@ def isolation(service: Service) -> dict[str, dict]:
 def limits(service: Service) -> dict[str, dict]:
     with service.client(KEY_A) as client:
         run_id = start_run(client, {"steps": limit_probes()}, "limits")
-        report = wait_for_run(client, run_id)
+        report = wait_for_run(client, run_id, RUN_TIMEOUT_S)
     return report["steps"]
 
 
@@ -320,7 +321,7 @@ def test_no_setuid_file_no_process_survives_and_a_finished_run_leaves_nothing(se
     }
     with service.client(KEY_A) as client:
         run_id = start_run(client, manifest, "leftovers")
-        report = wait_for_run(client, run_id)
+        report = wait_for_run(client, run_id, RUN_TIMEOUT_S)
         assert report["status"] == "awaiting_review", report
         folder = service.run_folder("tenant_a", run_id)
         for name in ("suid-sh", "d/g"):
@@ -335,7 +336,7 @@ def test_no_setuid_file_no_process_survives_and_a_finished_run_leaves_nothing(se
             f"/api/plans/{run_id}/reviews", json={"decisions": {"hold": {"approved": True}}}
         )
         assert response.status_code == 202, response.text
-        assert wait_for_run(client, run_id)["status"] == "completed"
+        assert wait_for_run(client, run_id, RUN_TIMEOUT_S)["status"] == "completed"
     assert not folder.exists()
     assert not service.snapshot_store("tenant_a", run_id).exists()
     with service.client(KEY_B) as client:  # tenant B's paused run keeps its folder

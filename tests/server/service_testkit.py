@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,31 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_healthy(
+    url: str, process: subprocess.Popen, output: Callable[[], str], timeout: float = 60
+) -> None:
+    """Until ``url``'s /healthz answers; fails at once, with the end of ``output()``, if
+    ``process`` (the service) exits first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert process.poll() is None, f"the service exited: {output()[-3000:]}"
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, f"the service at {url} did not answer /healthz"
+        time.sleep(0.1)
+
+
+def wait_until(condition: Callable[[], object], what: str, timeout: float = 60) -> None:
+    """Until ``condition()`` is true (polled every 50 ms); fails naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
 class Client(httpx.Client):
     """httpx client for one server and one API key, with a helper per endpoint."""
 
@@ -191,18 +217,8 @@ class ProcessServer:
     def ready(self) -> ProcessServer:
         """Wait until /healthz answers (the schema is set up)."""
         assert self.process is not None
-        deadline = time.monotonic() + 60
-        while True:
-            assert self.process.poll() is None, (
-                f"server exited: {self.process.stderr.read().decode()[-3000:]}"
-            )
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the service process did not answer /healthz"
-            time.sleep(0.1)
+        wait_healthy(self.url, self.process, lambda: self.process.stderr.read().decode())
+        return self
 
     def kill9(self) -> None:
         """SIGKILL: no shutdown, no cleanup."""

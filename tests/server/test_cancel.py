@@ -11,19 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-from service_testkit import drive, goal, observation, python_step, wait_for_run
+from service_testkit import drive, goal, observation, python_step, wait_for_run, wait_until
 from typer.testing import CliRunner, Result
 
 from veriloop.cli import app
 
 HERE = Path(__file__).parent
-
-
-def wait_until(condition, what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def alive(pid: int) -> bool:

@@ -6,13 +6,12 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from service_testkit import KEYS, plan_events, python_step, wait_for_run
+from service_testkit import KEYS, plan_events, python_step, wait_for_run, wait_until
 
 from veriloop.llm.scripted import Delay, ScriptedRequest, ToolCalls
 from veriloop.server.tenants import scoped_id
@@ -60,13 +59,6 @@ def pending_writes(database_url: str, thread_id: str) -> list[tuple[str, str, An
         return list(found.pending_writes or []) if found else []
 
     return asyncio.run(read())
-
-
-def wait_until(condition, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
