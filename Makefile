@@ -11,11 +11,16 @@ setup-dev:
 test:
 	scripts/test.sh
 
-# The unit tests of engines, schemas, graph and nodes (tests/engines, tests/graph): no browser,
-# database, real model or `langgraph dev` server (`make test` runs those). About 4 min of CPU.
+# The unit tests of engines, schemas, graph and nodes (tests/engines, tests/graph and the plan
+# engines' files of tests/plan): no browser, database, real model or `langgraph dev` server, and
+# not the corpus-wide page-work regression (every corpus page through the page work, minutes of
+# CPU); `make test` runs those. About 80 s of CPU, so under a minute on two idle cores.
 FAST_MARKS = not browser and not postgres and not live and not live_local
-FAST_TESTS = tests/engines tests/graph --ignore=tests/graph/test_langgraph_dev.py \
-	--ignore=tests/graph/test_plan_langgraph_dev.py
+PLAN_ENGINE_TESTS = $(addprefix tests/plan/test_,$(addsuffix .py,critic critic_reference manifest \
+	predicates next_batch allowlist tamper fixloop hierarchy workspace))
+FAST_TESTS = tests/engines tests/graph $(PLAN_ENGINE_TESTS) \
+	--ignore=tests/graph/test_langgraph_dev.py --ignore=tests/graph/test_plan_langgraph_dev.py \
+	--ignore=tests/engines/test_page_equivalence.py
 test-fast: setup-dev
 	LANGSMITH_TRACING=false .venv/bin/python -m pytest -q -p no:cacheprovider \
 		-n $${VERILOOP_TEST_WORKERS:-2} --dist loadfile -m "$(FAST_MARKS)" $(FAST_TESTS)

@@ -314,7 +314,7 @@ DRAWN_RULES = (
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hostile_manifests())
 def test_every_fast_rule_reports_what_its_reference_reports_on_drawn_manifests(manifest):
     critique = static_review(manifest, max_parallel=MAX_PARALLEL)
