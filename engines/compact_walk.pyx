@@ -25,6 +25,7 @@ comments, processing instructions or namespaces, lower-case tag and attribute na
 """
 
 cimport cython
+from cpython.bytes cimport PyBytes_FromString
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy, strchr, strcmp, strlen, strstr
@@ -54,6 +55,8 @@ cdef enum Kind:
     VOID = 128
     LI = 256
     ANCHOR = 512
+    LABEL = 1024  # a tag
+    FOR = 2048  # an attribute
 
 
 cdef enum Plain:
@@ -340,6 +343,8 @@ cdef class _Writer:
     cdef const char* hidden_attr
     cdef Slot names[SLOTS]
     cdef set numbers
+    cdef dict numbered  # element number -> the first element with it (its address)
+    cdef list labels  # the label elements with a ``for`` (their addresses)
 
     def __dealloc__(self):
         free(self.out.data)
@@ -362,6 +367,8 @@ cdef class _Writer:
                 | (VOID if _any_same(name, &_void) else 0)
                 | (LI if _same(name, b"li") else 0)
                 | (ANCHOR if _same(name, b"a") else 0)
+                | (LABEL if _same(name, b"label") else 0)
+                | (FOR if _same(name, b"for") else 0)
             )
         return slot.kind
 
@@ -384,7 +391,8 @@ cdef class _Writer:
 
     cdef int add_number(self, xmlAttr* attr) except -1:
         """The element number ``int`` reads in the value, if any (``isdecimal``: ``int`` reads
-        every decimal digit, not every digit, such as "²")."""
+        every decimal digit, not every digit, such as "²"); the first element with it is the one
+        its name is read from."""
         cdef const unsigned char* c = self.value_of(attr)
         cdef long long number = 0
         cdef Py_ssize_t digits = 0
@@ -392,13 +400,31 @@ cdef class _Writer:
             number = 10 * number + (c[digits] - 0x30)
             digits += 1
         if digits and c[digits] == 0:
-            self.numbers.add(number)
-            return 0
-        # Spaces around it, or another script's decimal digits. No element number has more than 18
-        # digits: a page's longer one (int refuses more than 4,300) names nothing an action can.
-        text = (<const char*>c).decode("utf-8").strip()
-        if text.isdecimal() and len(text) <= 18:
-            self.numbers.add(int(text))
+            read = number
+        else:
+            # Spaces around it, or another script's decimal digits. No element number has more
+            # than 18 digits: a page's longer one (int refuses more than 4,300) names nothing an
+            # action can.
+            text = (<const char*>c).decode("utf-8").strip()
+            if not (text.isdecimal() and len(text) <= 18):
+                return 0
+            read = int(text)
+        self.numbers.add(read)
+        self.numbered.setdefault(read, <size_t>attr.parent)
+        return 0
+
+    cdef int attributes_of(self, xmlNode* node, int tag) except -1:
+        """Read an element's number and, on a label, its ``for`` (elements not written)."""
+        cdef xmlAttr* attr = node.properties
+        cdef int kind
+        while attr is not NULL:
+            if attr.ns is NULL:
+                kind = self.kind(attr.name)
+                if kind & NUMBER:
+                    self.add_number(attr)
+                elif kind & FOR and tag & LABEL:
+                    self.labels.append(<size_t>node)
+            attr = attr.next
         return 0
 
     cdef bint hidden(self, xmlNode* node) except -1:
@@ -414,16 +440,12 @@ cdef class _Writer:
         return self.kind(node.name) & LEFT_OUT or self.hidden(node)
 
     cdef int numbers_below(self, xmlNode* top, xmlNode* skip) except -1:
-        """The numbers in ``top`` and its descendants, but in ``skip`` and its descendants."""
+        """The numbers (and labels) in ``top`` and its descendants, but in ``skip`` and its
+        descendants."""
         cdef xmlNode* node = top
-        cdef xmlAttr* attr
         while True:
             if node.type == tree.XML_ELEMENT_NODE and node is not skip:
-                attr = node.properties
-                while attr is not NULL:
-                    if attr.ns is NULL and self.kind(attr.name) & NUMBER:
-                        self.add_number(attr)
-                    attr = attr.next
+                self.attributes_of(node, self.kind(node.name))
                 if node.children is not NULL:
                     node = node.children
                     continue
@@ -478,6 +500,8 @@ cdef class _Writer:
                 kind = self.kind(attr.name)
                 if kind & NUMBER:
                     self.add_number(attr)
+                elif kind & FOR and tag & LABEL:
+                    self.labels.append(<size_t>node)
                 if kind & KEPT:
                     self.attribute(attr, kind, tag & ANCHOR)
             attr = attr.next
@@ -559,18 +583,119 @@ cdef class _Writer:
         return 0
 
 
+    # --- names: what a person calls each numbered element ------------------------------------
+
+    cdef const unsigned char* named_value(self, xmlNode* node, const char* name) except? NULL:
+        """The value of ``node``'s attribute ``name`` (valid until the next read), NULL without one."""
+        cdef xmlAttr* attr = node.properties
+        while attr is not NULL:
+            if attr.ns is NULL and strcmp(<const char*>attr.name, name) == 0:
+                return self.value_of(attr)
+            attr = attr.next
+        return NULL
+
+    cdef int add_words(self, const unsigned char* c, bint* space) except -1:
+        _reserve(&self.squashed, 5 * strlen(<const char*>c))
+        _squash(&self.squashed, c, space, False)
+        return 0
+
+    cdef int text_words(self, xmlNode* top, size_t enough) except -1:
+        """The text of ``top``'s subtree (not of scripts and styles), squashed into ``squashed``
+        until it holds ``enough`` bytes."""
+        cdef xmlNode* node = top.children
+        cdef bint space = True  # leading whitespace goes
+        while node is not NULL and self.squashed.size < enough:
+            if node.type == tree.XML_TEXT_NODE or node.type == tree.XML_CDATA_SECTION_NODE:
+                if node.content is not NULL:
+                    self.add_words(node.content, &space)
+            elif node.type == tree.XML_ELEMENT_NODE and node.children is not NULL and not (
+                _same(node.name, b"script") or _same(node.name, b"style")
+            ):
+                node = node.children
+                continue
+            while node is not top and node.next is NULL:
+                node = node.parent
+            node = NULL if node is top else node.next
+        return 0
+
+    cdef str words(self, Py_ssize_t limit):
+        """What ``squashed`` holds, at most ``limit`` characters; None when it is empty."""
+        cdef Out* out = &self.squashed
+        cdef size_t end = 0
+        cdef Py_ssize_t chars = 0
+        while out.size and out.data[out.size - 1] == 0x20:
+            out.size -= 1
+        if out.size == 0:
+            return None
+        while end < out.size:
+            if (out.data[end] & 0xC0) != 0x80:
+                if chars == limit:
+                    break
+                chars += 1
+            end += 1
+        return PyUnicode_DecodeUTF8(<const char*>out.data, end, NULL)
+
+    cdef str name_of(self, xmlNode* node, dict labels, Py_ssize_t limit):
+        """The first of: aria-label, its ``<label for>``'s text, its own text (not of a field),
+        placeholder, title, alt, value, name; whitespace collapsed, None when all are blank."""
+        cdef const unsigned char* value
+        cdef const char* name
+        cdef int step
+        cdef bint space
+        cdef object label
+        cdef size_t enough = 4 * limit  # bytes: at least ``limit`` characters
+        for step in range(8):
+            self.squashed.size = 0
+            space = True
+            if step == 1:
+                value = self.named_value(node, b"id")
+                label = None if value is NULL else labels.get(PyBytes_FromString(<const char*>value))
+                if label is not None:
+                    self.text_words(<xmlNode*><size_t>label, enough)
+            elif step == 2:
+                if not (_same(node.name, b"input") or _same(node.name, b"select")
+                        or _same(node.name, b"textarea")):
+                    self.text_words(node, enough)
+            else:
+                name = (b"aria-label", b"", b"", b"placeholder", b"title", b"alt", b"value",
+                        b"name")[step]
+                value = self.named_value(node, name)
+                if value is not NULL:
+                    self.add_words(value, &space)
+            words = self.words(limit)
+            if words is not None:
+                return words
+        return None
+
+    cdef dict element_names(self, Py_ssize_t limit):
+        """``{number: name}`` of the numbered elements that have one (see :meth:`name_of`)."""
+        cdef dict labels = {}  # a for value -> the first label with it
+        cdef const unsigned char* value
+        for address in self.labels:
+            value = self.named_value(<xmlNode*><size_t>address, b"for")
+            if value is not NULL:
+                labels.setdefault(PyBytes_FromString(<const char*>value), address)
+        names = {}
+        for number, address in self.numbered.items():
+            words = self.name_of(<xmlNode*><size_t>address, labels, limit)
+            if words is not None:
+                names[number] = words
+        return names
+
+
 def compact_html(
     cetree._Element root, tuple kept, tuple left_out, bytes number_attr, bytes hidden_attr,
-    bytes dropped,
+    bytes dropped, Py_ssize_t name_chars,
 ):
     """``(html, numbers)``: what stripping from ``root`` the elements named in ``left_out`` and
     those whose ``hidden_attr`` is "1" (``etree.strip_elements`` without their tails), keeping
     only the attributes named in ``kept`` and squashing text and the values that need it, then
     ``etree.tostring(body or root, method="html").strip()`` would write; and the numbers
     (``number_attr``) of the whole document's elements, as ``int`` reads them. A hidden root was
-    renamed ``dropped`` for the strip, and is written so."""
+    renamed ``dropped`` for the strip, and is written so. Third, the names of the numbered
+    elements, at most ``name_chars`` characters each (:meth:`_Writer.name_of`)."""
     cdef _Writer writer = _Writer()
-    writer.numbers = set()
+    writer.numbers, writer.numbered, writer.labels = set(), {}, []
     _fill(&writer.kept, kept)
     _fill(&writer.left_out, left_out)
     writer.number_attr = number_attr
@@ -597,4 +722,5 @@ def compact_html(
     cdef Out* out = &writer.out
     while out.size and out.data[out.size - 1] == 0x20:  # squashed text ends in one space at most
         out.size -= 1
-    return PyUnicode_DecodeUTF8(<const char*>out.data, out.size, NULL), writer.numbers
+    html = PyUnicode_DecodeUTF8(<const char*>out.data, out.size, NULL)
+    return html, writer.numbers, writer.element_names(name_chars) if writer.numbered else {}

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cachetools import LRUCache, cached
 from lxml import etree
 
 from veriloop.engines import compact_walk
 from veriloop.engines.skeleton import parse_html
+from veriloop.engines.targets import TARGET_CHARS, shorten
 from veriloop.schemas.page_contract import ELEMENT_ID_ATTR, HIDDEN_ATTR
 
 # Tags whose content never helps choose an action, and the attributes worth showing the model.
@@ -65,7 +66,8 @@ def hint_words(*texts: str | None) -> list[str]:
 
 @dataclass(frozen=True)
 class CompactPage:
-    """One parse of a page, for the prompts and the action check: what both need, parsed once."""
+    """One parse of a page, for the prompts, the action check and the target's name: what they
+    need, parsed once."""
 
     html: str
     """The page without scripts, styles, hidden elements and unhelpful attributes."""
@@ -73,6 +75,17 @@ class CompactPage:
     """The numbers of the page's interactive elements (the ids actions may name)."""
     source_chars: int = 0
     """Length of the page it was made from (what keeping it in the cache costs with it)."""
+    names: Mapping[int, str] = field(default_factory=dict, hash=False)
+    """What a person calls each numbered element that has a name (at most one character more
+    than :data:`~veriloop.engines.targets.TARGET_CHARS`, so :meth:`target` can tell a cut):
+    its aria-label, its ``<label for>``'s text, its own text (not a field's), placeholder,
+    title, alt, value or name, whitespace collapsed."""
+
+    def target(self, element_id: int | None) -> str | None:
+        """The name of the element numbered ``element_id`` as reports show it (``click(9)
+        "Save"``), cut at a word; None when it has none or is not on the page."""
+        words = None if element_id is None else self.names.get(element_id)
+        return shorten(words, TARGET_CHARS) if words else None
 
     def excerpt(
         self, *, focus_ids: Iterable[int | None] = (), hints: Iterable[str] = (), max_chars: int
@@ -120,7 +133,9 @@ pages of a few hundred tasks in flight at the median corpus size, a dozen at the
 
 
 def _cached_bytes(entry: CompactPage) -> int:
-    return entry.source_chars + len(entry.html) + 64 * len(entry.element_ids)
+    return (
+        entry.source_chars + len(entry.html) + 64 * len(entry.element_ids) + 128 * len(entry.names)
+    )
 
 
 def read_compact_page(html: str | bytes) -> CompactPage:
@@ -166,10 +181,10 @@ def compact_tree(root: etree._Element | None, source_chars: int) -> CompactPage:
     # Scripts, styles and the rest of the noise, hidden elements (their tails stay), unhelpful
     # attributes and blank text left out, and the body written as libxml2 writes HTML: one
     # compiled pass (stripping the tree and serialising it cost half a parse).
-    html, ids = compact_walk.compact_html(
-        root, _KEPT_NAMES, _LEFT_OUT, _ID_NAME, _HIDDEN_NAME, _DROPPED
+    html, ids, names = compact_walk.compact_html(
+        root, _KEPT_NAMES, _LEFT_OUT, _ID_NAME, _HIDDEN_NAME, _DROPPED, TARGET_CHARS + 1
     )
-    return CompactPage(html, frozenset(ids), source_chars)
+    return CompactPage(html, frozenset(ids), source_chars, names)
 
 
 def _anchor_offsets(text: str, focus_ids: list[int], hints: list[str]) -> list[int]:

@@ -19,7 +19,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
 from veriloop.context import Context
-from veriloop.engines.targets import target_label
+from veriloop.engines.dom_context import cached_compact_page, read_compact_page
 from veriloop.graph.io import observation_to_input, state_to_response
 from veriloop.llm.base import LLMUnavailable
 from veriloop.page_processes import offload_for
@@ -273,8 +273,13 @@ class TaskService:
             and response.parsed_action is not None
             and response.parsed_action.element_id is not None
         ):
-            offload = offload_for(self.context().page_processes)  # a parse: off the event loop
-            response.target = await offload(target_label, dom, response.parsed_action.element_id)
+            # The step's own parse of the page named its elements (its compact page, cached by
+            # the graph's nodes); only a page that has left the cache is parsed again.
+            page = cached_compact_page(dom)
+            if page is None:
+                offload = offload_for(self.context().page_processes)  # a parse: off the event loop
+                page = await offload(read_compact_page, dom)
+            response.target = page.target(response.parsed_action.element_id)
         stamp = now()
         await self.index.record(
             TaskEntry(

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from playwright.sync_api import Error as PlaywrightError
 
-from veriloop.engines.targets import target_label
+from veriloop.engines.dom_context import compact_page
 from veriloop.runners.browser.agents import AgentClient, AgentError
 from veriloop.runners.browser.client import Execution, PageSession, Snapshot
 from veriloop.schemas.actions import ActionParseError, parse_action
@@ -170,7 +170,8 @@ def run_task(
             result.status, result.error = "error", f"the agent answered an invalid action: {exc}"
             _emit(on_step, step)
             return result
-        step.target = target_label(snapshot.dom, action.element_id)
+        if action.element_id is not None:  # named from the page's compact form (one parse, cached)
+            step.target = compact_page(snapshot.dom).target(action.element_id)
         if response.status != "executing" or action.is_terminal:
             result.status = response.status
             if response.status == "executing":  # a terminal action must come with a final status

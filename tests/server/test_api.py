@@ -27,6 +27,10 @@ def test_a_task_runs_to_finish_with_one_verification_per_action(api, scripted_mo
 
     assert [a["action"] for a in answers] == ["click(7)", "click(7)", "click(7)", "finish()"]
     assert [a["stepIndex"] for a in answers] == [0, 1, 2, 3]
+    # Each action's element named from the page it was chosen on, by that step's own parse.
+    assert [a.get("target") for a in answers] == [f"Press 7 (pressed {i})" for i in range(3)] + [
+        None
+    ]
     assert [a["status"] for a in answers] == ["executing"] * 3 + ["completed"]
     assert {a["taskId"] for a in answers} == {task_id}
     assert "verification" not in answers[0]  # nothing to verify on a new task
