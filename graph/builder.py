@@ -46,7 +46,7 @@ def build_graph() -> StateGraph:
     builder.add_node("replanning", sync_and_async(replanning))
     builder.add_node("goal_achieved", on_loop(goal_achieved))
     builder.add_node("completion_audit", sync_and_async(completion_audit))
-    builder.add_node("finalize", on_loop(finalize))
+    builder.add_node("finalize", sync_and_async(finalize))
 
     builder.add_conditional_edges(START, Router(route_entry))
     builder.add_conditional_edges(

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from langgraph.runtime import Runtime
+
+from veriloop.context import Context
 from veriloop.engines.dom_context import compact_page
 from veriloop.engines.prediction import predict_outcome
+from veriloop.engines.targets import target_label
 from veriloop.engines.task import finalize_update
 from veriloop.graph.io import current_verification
 from veriloop.graph.state import State
-from veriloop.nodes.support import plan_of, task_log
+from veriloop.nodes.support import offload, plan_of, task_log
 from veriloop.schemas.actions import Action
 
 
-def finalize(state: State) -> dict:
+async def finalize(state: State, runtime: Runtime[Context]) -> dict:
     """Close the invocation; the client executes the recorded action and sends the next observation."""
+    ctx = runtime.context or Context()
     if not state.get("action"):
         raise RuntimeError("finalize reached without an action")
     if not state.get("page_state"):  # the node that chose the action captured it
@@ -28,8 +33,14 @@ def finalize(state: State) -> dict:
         compact_page(state.get("dom") or "").html,
         step_expectation=step.expected_outcome if step else None,
     )
+    # The target's name, read from the page the action was chosen on (a parse: off the event loop);
+    # the record keeps it, so every step's name outlives the page.
+    target = None
+    if action.element_id is not None and state.get("dom"):
+        target = await offload(ctx)(target_label, state["dom"], action.element_id)
     update = finalize_update(
         action=action,
+        target=target,
         thought=state.get("thought", ""),
         source=state.get("action_source") or "action_generation",
         history_length=len(state.get("action_history") or []),

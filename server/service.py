@@ -19,10 +19,8 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
 from veriloop.context import Context
-from veriloop.engines.targets import target_label
 from veriloop.graph.io import observation_to_input, state_to_response
 from veriloop.llm.base import LLMUnavailable
-from veriloop.page_processes import offload_for
 from veriloop.schemas.api import (
     ActionSummary,
     BeforeStateSummary,
@@ -242,9 +240,7 @@ class TaskService:
                 ) from exc
             raise
         try:
-            return await self._commit(
-                tenant, entry, values, checkpoint_id, request.url, key, dom=request.dom
-            )
+            return await self._commit(tenant, entry, values, checkpoint_id, request.url, key)
         except Exception as exc:
             if isinstance(exc, EXPECTED_FAULTS):
                 raise
@@ -262,19 +258,9 @@ class TaskService:
         checkpoint_id: str,
         url: str,
         key: RetryKey | None,
-        *,
-        dom: str | None = None,
     ) -> InteractResponse:
-        """Write the index entry (and the retry key's answer) of a saved step; ``dom``, the page
-        the action was chosen on, names its target element (an adopted step has none)."""
+        """Write the index entry (and the retry key's answer) of a saved step."""
         response = state_to_response(values)
-        if (
-            dom
-            and response.parsed_action is not None
-            and response.parsed_action.element_id is not None
-        ):
-            offload = offload_for(self.context().page_processes)  # a parse: off the event loop
-            response.target = await offload(target_label, dom, response.parsed_action.element_id)
         stamp = now()
         await self.index.record(
             TaskEntry(
@@ -426,6 +412,7 @@ def _action_summary(record: dict[str, Any]) -> ActionSummary:
     return ActionSummary(
         step_index=record["step_index"],
         action=record["action"],
+        target=record.get("target"),
         thought=record.get("thought", ""),
         source=record.get("source", "action_generation"),
         plan_step_index=record.get("plan_step_index"),
