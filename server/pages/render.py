@@ -19,6 +19,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from veriloop.engines.plan.planning import fill_placeholders
+from veriloop.schemas.actions import parse_action
 from veriloop.schemas.api import TaskDetail, VerificationSummary
 from veriloop.schemas.manifest import ManifestStep
 from veriloop.schemas.plan_run import PlanRunReport, StepResult
@@ -347,6 +348,11 @@ class BrowserStep:
     execution_error: str | None = None
     usage_text: str = ""
     timings: str = ""
+
+    @property
+    def element_id(self) -> int | None:
+        """The element's number the action names (169 for click(169)); a recorded action parses."""
+        return parse_action(self.action).element_id
 
 
 def task_steps(detail: TaskDetail) -> list[BrowserStep]:
