@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
@@ -374,6 +374,23 @@ class TaskService:
         if entry is None:
             raise TaskNotFound(f"no active task for session {session_id}")
         return entry.summary()
+
+    async def task_events(self, tenant: str, task_id: str) -> AsyncIterator[dict[str, Any]]:
+        """A ``step`` event now and at each recorded step or cancel of the task, then ``end`` with
+        its status once it stops executing (404 before the first)."""
+        await self._entry(tenant, task_id)
+        return self._task_events(tenant, task_id)
+
+    async def _task_events(self, tenant: str, task_id: str) -> AsyncIterator[dict[str, Any]]:
+        entry = None
+        async for entry in self.index.follow(tenant, task_id):
+            yield {
+                "event": "step",
+                "taskId": task_id,
+                "stepIndex": entry.step_index,
+                "status": entry.status,
+            }
+        yield {"event": "end", "taskId": task_id, "status": entry.status if entry else "unknown"}
 
     async def task_detail(self, tenant: str, task_id: str) -> TaskDetail:
         """Status, plan, action and verification history, usage and cost of the last answered step."""

@@ -1,14 +1,16 @@
 """The console's task page names each action's target element as a person would call it, and
-keeps doing so as the task goes on (the page follows an executing task live), in headless
-Chromium against a real ``veriloop serve`` (scripted model)."""
+keeps doing so as the task goes on (the page follows the task's event stream), in headless
+Chromium against a real ``veriloop serve`` (scripted model); the stream itself."""
 
 from __future__ import annotations
+
+import json
 
 import httpx
 import pytest
 from console_kit import sign_in
 from playwright.sync_api import Page, expect
-from service_testkit import Playbook, goal, observation
+from service_testkit import Playbook, drive, goal, observation
 
 from veriloop.llm.scripted import ANY_PURPOSE
 
@@ -52,3 +54,19 @@ def test_each_step_names_its_target_element_live(page: Page, console_server, api
     )
     expect(step1).to_contain_text("Verdict succeeded")
     assert page.evaluate("window.__same_document") is True
+
+
+def test_a_task_s_event_stream_ends_with_its_status(console_server, api) -> None:
+    task_id, answers = drive(api, 3, 1)
+    assert answers[-1]["status"] == "completed"
+    with api.stream("GET", f"/api/tasks/{task_id}/events") as response:
+        assert response.status_code == 200
+        events = [
+            json.loads(line[5:]) for line in response.iter_lines() if line.startswith("data:")
+        ]
+    assert [e["event"] for e in events] == ["step", "end"]
+    assert events[0]["stepIndex"] == answers[-1]["stepIndex"]
+    assert events[-1] == {"event": "end", "taskId": task_id, "status": "completed"}
+    assert api.get("/api/tasks/no-such-task/events").status_code == 404
+    with console_server.client("key-b") as other:  # another tenant's task is unknown to it
+        assert other.get(f"/api/tasks/{task_id}/events").status_code == 404
