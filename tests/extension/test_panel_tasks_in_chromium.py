@@ -10,15 +10,15 @@ import pytest
 from extension_kit import Extension, Service, start_task, wait_final, wait_forgotten
 
 from veriloop.llm.scripted import ScriptedModelServer, ScriptedRequest
-from veriloop.runners.demo.playbook import _GOAL, DemoPlaybook, PageExcerpt
+from veriloop.runners.demo.playbook import DemoPlaybook, PageExcerpt
 from veriloop.runners.demo.run import DARK_THEME, SEARCH_PATIENT
 from veriloop.runners.demo.server import DemoAppServer
 from veriloop.schemas.outputs import (
     ActionChoice,
     CompletionAudit,
     CorrectionChoice,
-    PlanOutput,
     PlannedStep,
+    PlanOutput,
     PlanValidation,
     RefinedStep,
     SemanticVerdict,
@@ -85,7 +85,9 @@ class EmptySave:
 
 
 def mine(request: ScriptedRequest) -> bool:
-    return EMPTY_SAVE in _GOAL.findall(request.text)
+    return (
+        f"User goal: {EMPTY_SAVE}\n" in request.text
+    )  # the user's goal line, as the demo reads it
 
 
 @pytest.fixture(scope="module")
