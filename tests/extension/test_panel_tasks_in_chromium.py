@@ -85,9 +85,8 @@ class EmptySave:
 
 
 def mine(request: ScriptedRequest) -> bool:
-    return (
-        f"User goal: {EMPTY_SAVE}\n" in request.text
-    )  # the user's goal line, as the demo reads it
+    """The request is about EMPTY_SAVE (the user's goal line, as the demo's playbook reads it)."""
+    return f"User goal: {EMPTY_SAVE}" in request.text
 
 
 @pytest.fixture(scope="module")
