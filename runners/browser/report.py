@@ -1,9 +1,11 @@
 """Run reports: ``report.json`` plus one self-contained ``report.html`` (screenshots inlined) and the PNGs.
 
 Both start with the model that produced the runs and its kind of endpoint; a scripted run says so
-in a banner at the top. Per step the page shows the screenshot of the page the agent saw, the verdict
-on the previous action with its observation list, what the page witnessed,
-the action chosen and how executing it went, tokens, and timings.
+in a banner at the top. ``report.json`` keeps each turn as it came (the verdict on the previous
+action, what the page witnessed since it, the action chosen). The page is drawn by the console's
+templates: each step is the task page's card, the action with its target's name beside the
+verdict the next turn brought on it and what the browser saw after it, plus the screenshot of the
+page the agent saw, how executing the action went, tokens and timings.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The one Jinja2 environment of the console pages and the HTML plan report.
+"""The one Jinja2 environment of the console pages and the HTML reports (a plan run's, a browser run's).
 
 Autoescaping is on for every template: whatever a step, a check, a model or a person wrote is
 shown as text. The dependency picture is laid out here (columns by dependency level) and drawn
