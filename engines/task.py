@@ -36,6 +36,7 @@ def finalize_update(
     correction_strategy: str | None,
     action_type: ActionType | None = None,
     expected_outcome: str | None = None,
+    target: str | None = None,
 ) -> dict[str, Any]:
     """The state update closing a run: the history record, the status, and the per-step correction counters.
 
@@ -50,6 +51,7 @@ def finalize_update(
     record = ActionRecord(
         step_index=history_length,
         action=str(action),
+        target=target,
         thought=thought,
         before_state=BeforeStateSummary.of(before_state) if before_state else None,
         plan_step_index=plan_step_index,

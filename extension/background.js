@@ -8,9 +8,9 @@
 // snapshot goes to the service, whose verdict says whether it happened).
 
 import { ServiceError, cancelTask, interact, taskDetail } from "./api.js";
-import { PageForbidden, detach, execute, pageCall } from "./page.js";
+import { PageForbidden, detach, execute, pageCall, pageError } from "./page.js";
 import { loadSettings } from "./settings.js";
-import { allTabs, installId, loadTab, pendingKey, retire, updateTab, updateTask } from "./tasks.js";
+import { allTabs, forgetTab, forgetTabsExcept, installId, loadTab, pageSays, pendingKey, retire, updateTab, updateTask } from "./tasks.js";
 
 const running = new Set();
 const stopRequested = new Set();
@@ -18,19 +18,23 @@ const stopRequested = new Set();
 chrome.sidePanel?.setPanelBehavior({ openPanelOnActionClick: true }).catch(() => {});
 chrome.alarms.create("veriloop-wake", { periodInMinutes: 0.5 });
 chrome.alarms.onAlarm.addListener(() => resumeAll());
-// The first worker of a browser session pauses the last session's running tasks before anything
-// drives them: their tab ids are gone or, worse, reused by another page. chrome.storage.session
-// outlives worker restarts and is emptied by a browser restart; onStartup would race resumeAll().
+// Before anything drives a task, a worker forgets the tasks of tabs that are gone (closed while no
+// worker ran). The first worker of a browser session forgets every tab's: their ids are gone or,
+// worse, reused by another page. A task that was running stays unfinished on the service, which
+// offers it to the next tab on its site ("Continue it"). chrome.storage.session outlives worker
+// restarts and is emptied by a browser restart; onStartup would race resumeAll().
 const browserSession = (async () => {
-  if ((await chrome.storage.session.get("sessionStarted")).sessionStarted) return;
-  await pauseAll("the browser restarted; open the task's page and continue it from the panel");
+  if ((await chrome.storage.session.get("sessionStarted")).sessionStarted) {
+    await forgetTabsExcept(new Set((await chrome.tabs.query({})).map((tab) => tab.id)));
+    return;
+  }
+  await forgetTabsExcept(new Set());
   await chrome.storage.session.set({ sessionStarted: true });
 })();
 
 chrome.tabs.onRemoved.addListener((tabId) => {
-  updateTask(tabId, (task) => {
-    if (task.state === "running") Object.assign(task, { state: "paused", message: "the tab was closed; the task is paused" });
-  });
+  stopRequested.delete(tabId);
+  forgetTab(tabId);
 });
 
 chrome.runtime.onMessage.addListener((message, _sender, reply) => {
@@ -144,8 +148,8 @@ async function recover(tabId, summary) {
       message: "continued from the service's record",
     };
   });
-  // The same task paused under the tab it had before (a browser restart gives pages new tab ids,
-  // and a later tab may get the old id): it lives on here, so it leaves that tab's record.
+  // The same task paused under another tab (its page moved, the tab stays open): it lives on
+  // here, so it leaves that tab's record.
   for (const other of await allTabs()) {
     if (other.tabId !== tabId && other.task?.taskId === summary.taskId) {
       await updateTab(other.tabId, (record) => {
@@ -161,14 +165,6 @@ async function recover(tabId, summary) {
 async function resumeAll() {
   for (const record of await allTabs()) {
     if (record.task?.state === "running") drive(record.tabId);
-  }
-}
-
-async function pauseAll(message) {
-  for (const record of await allTabs()) {
-    if (record.task?.state === "running") {
-      await updateTask(record.tabId, (task) => Object.assign(task, { state: "paused", message }));
-    }
   }
 }
 
@@ -215,7 +211,10 @@ async function observe(tabId, task) {
     body.query = task.goal;
   }
   body.requestId = `${body.sessionId}-${crypto.randomUUID()}`;
-  await chrome.storage.local.set({ [pendingKey(tabId)]: { requestId: body.requestId, body } });
+  // What the page says went wrong, in its words: the panel quotes it if the verdict on the last
+  // action is a failure, or the agent gives up on this page.
+  const error = await pageError(tabId);
+  await chrome.storage.local.set({ [pendingKey(tabId)]: { requestId: body.requestId, body, pageError: error } });
   await updateTask(tabId, (t) => Object.assign(t, { phase: "send", url: snap.url, settled: snap.stability?.settled !== false }));
 }
 
@@ -254,7 +253,7 @@ async function send(tabId, task) {
       return;
     }
     const last = t.steps[t.steps.length - 1];
-    if (last && answer.verification) last.verification = answer.verification;
+    if (last && answer.verification) Object.assign(last, { verification: answer.verification, pageError: pending.pageError ?? null });
     t.steps.push({
       stepIndex: answer.stepIndex,
       action: answer.action,
@@ -266,7 +265,7 @@ async function send(tabId, task) {
     Object.assign(t, { taskId: answer.taskId, stepIndex: answer.stepIndex, answer, phase: "act" });
     if (answer.status !== "executing") {
       t.state = answer.status; // "completed" only from the service's status, never from text
-      t.message = answer.status === "completed" ? answer.thought : `the agent gave up: ${answer.parsedAction.text || answer.thought}`;
+      t.message = answer.status === "completed" ? answer.thought : `the agent gave up: ${answer.parsedAction.text || answer.thought}${pageSays(pending.pageError)}`;
     } else if (answer.parsedAction.kind === "finish" || answer.parsedAction.kind === "fail") {
       t.state = "paused";
       t.message = `the service answered ${answer.action} but left the task executing; nothing was done`;

@@ -76,6 +76,34 @@ export async function pageCall(tabId, method, arg = null) {
   throw lastError || new Error(`the snapshot script did not answer in tab ${tabId}`);
 }
 
+// ---- the page's own error ------------------------------------------------------------------
+
+const PAGE_ERROR_CHARS = 200;
+
+/** The error the page shows, in its own words: a visible alert (role=alert, an assertive live
+ * region), the message of a field marked invalid, or an element styled as an error; null if none. */
+function pageErrorInPage(limit) {
+  const shown = (el) => el && el.getClientRects().length > 0 && getComputedStyle(el).visibility !== "hidden";
+  const messages = [...document.querySelectorAll('[aria-invalid="true"]')].flatMap((field) =>
+    `${field.getAttribute("aria-errormessage") || ""} ${field.getAttribute("aria-describedby") || ""}`
+      .split(/\s+/).filter(Boolean).map((id) => document.getElementById(id)));
+  const candidates = [
+    ...document.querySelectorAll('[role="alert"], [aria-live="assertive"]'),
+    ...messages,
+    ...document.querySelectorAll(".error, .alert-danger, .invalid-feedback, .field-error"),
+  ];
+  for (const el of candidates) {
+    if (!shown(el)) continue;
+    const text = (el.innerText || el.textContent || "").replace(/\s+/g, " ").trim();
+    if (text) return text.length > limit ? `${text.slice(0, limit - 1)}…` : text;
+  }
+  return null;
+}
+
+/** The error the tab's page shows now (null if none, or if the page cannot be read). */
+export const pageError = (tabId) =>
+  inPage(tabId, pageErrorInPage, [PAGE_ERROR_CHARS], "ISOLATED").catch(() => null);
+
 // ---- chrome.debugger ----------------------------------------------------------------------
 
 const attached = new Set();

@@ -4,7 +4,7 @@
 
 import { activeTask, health } from "./api.js";
 import { loadSettings } from "./settings.js";
-import { installId, loadTab, tabKey } from "./tasks.js";
+import { installId, loadTab, pageSays, tabKey } from "./tasks.js";
 
 const $ = (id) => document.getElementById(id);
 let tabId = null;
@@ -47,10 +47,10 @@ const STATE_WORDS = {
   cancelled: "cancelled",
 };
 
-function verdictLine(v) {
+function verdictLine(v, error) {
   if (!v) return el("div", "verdict waiting", "verdict: comes with the next step");
   const parts = [
-    v.success ? "✓ worked" : `✗ did not work${v.failureCategory ? ` (${v.failureCategory})` : ""}`,
+    v.success ? "✓ worked" : `✗ did not work${v.failureCategory ? ` (${v.failureCategory})` : ""}${pageSays(error)}`,
     `confidence ${Number(v.confidence).toFixed(2)}`,
     v.modelCalled ? "model asked" : "no model call",
   ];
@@ -69,7 +69,7 @@ function renderStep(step, isLast, task) {
   if (step.thought) li.append(el("div", "thought", step.thought));
   if (step.executionError) li.append(el("div", "exec-error", `not executed as asked: ${step.executionError}`));
   const terminal = /^(finish|fail)\(/.test(step.action);
-  if (!terminal && !(isLast && task.state !== "running")) li.append(verdictLine(step.verification));
+  if (!terminal && !(isLast && task.state !== "running")) li.append(verdictLine(step.verification, step.pageError));
   if (step.verification?.observations?.length) {
     const list = el("ul", "observations");
     for (const line of step.verification.observations) list.append(el("li", null, line));
@@ -105,11 +105,27 @@ function render(record) {
     $("steps").replaceChildren(...task.steps.map((s, i) => renderStep(s, i === task.steps.length - 1, task)));
   }
   $("history-section").hidden = !record.history.length;
+  // Each earlier task opens (a native disclosure) to its steps as they were when it ended; the
+  // open ones stay open while the panel re-renders.
+  const open = new Set([...document.querySelectorAll("#history details[open]")].map((d) => d.dataset.task));
   $("history").replaceChildren(
-    ...record.history.map((h) => {
+    ...record.history.map((h, i) => {
+      const steps = Array.isArray(h.steps) ? h.steps : []; // entries of older versions kept a count
+      const count = Array.isArray(h.steps) ? h.steps.length : h.steps ?? 0;
+      const key = h.taskId || `${h.startedAt}-${i}`;
+      const details = el("details");
+      details.dataset.task = key;
+      details.open = open.has(key);
+      const summary = el("summary");
+      summary.append(el("span", `badge ${h.state}`, h.state), " ", el("span", null, h.goal),
+        el("span", "muted", ` · ${count} steps${h.usage ? ` · ${usageLine(h.usage)}` : ""}`));
+      details.append(summary);
+      if (h.message) details.append(el("p", "message", h.message));
+      const list = el("ol", "steps");
+      list.append(...steps.map((s, j) => renderStep(s, j === steps.length - 1, h)));
+      details.append(list);
       const li = el("li");
-      li.append(el("span", `badge ${h.state}`, h.state), " ", el("span", null, h.goal),
-        el("span", "muted", ` · ${h.steps} steps${h.usage ? ` · ${usageLine(h.usage)}` : ""}`));
+      li.append(details);
       return li;
     }),
   );

@@ -77,6 +77,7 @@ def state_to_response(state: dict[str, Any]) -> InteractResponse:
         step_index=last["step_index"],
         action=last["action"],
         parsed_action=parse_action(last["action"]),
+        target=last.get("target"),
         thought=last.get("thought", ""),
         status=state.get("status", "executing"),
         verification=summary,

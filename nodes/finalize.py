@@ -23,13 +23,15 @@ def finalize(state: State) -> dict:
     # prompts already made), for correction and display.
     plan, index = plan_of(state), state.get("current_step_index")
     step = plan.steps[index] if plan and index is not None and index < len(plan.steps) else None
+    page = compact_page(state.get("dom") or "")
     action_type, expected = predict_outcome(
-        action,
-        compact_page(state.get("dom") or "").html,
-        step_expectation=step.expected_outcome if step else None,
+        action, page.html, step_expectation=step.expected_outcome if step else None
     )
+    # The target's name, from the same parse; the record keeps it, so it outlives the page.
+    target = page.target(action.element_id)
     update = finalize_update(
         action=action,
+        target=target,
         thought=state.get("thought", ""),
         source=state.get("action_source") or "action_generation",
         history_length=len(state.get("action_history") or []),

@@ -101,6 +101,10 @@ class ActionSummary(WireModel):
 
     step_index: int
     action: str
+    target: str | None = Field(
+        default=None,
+        description='What a person would call the element the action targets ("Save" for click(9)).',
+    )
     thought: str = ""
     source: ActionSource = "action_generation"
     plan_step_index: int | None = None

@@ -19,6 +19,11 @@ class ActionRecord(WireModel):
 
     step_index: int = Field(description="0-based position in the task's action history.")
     action: str = Field(description="Canonical protocol form, e.g. click(169).")
+    target: str | None = Field(
+        default=None,
+        description='What a person would call the element the action targets ("Save" for '
+        "click(9)), read from the page it was chosen on.",
+    )
     thought: str = ""
     before_state: BeforeStateSummary | None = None
     plan_step_index: int | None = None

@@ -8,6 +8,7 @@ errors and adds a one-line ``message``.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -20,6 +21,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from langgraph.graph.state import CompiledStateGraph
+from sse_starlette import EventSourceResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from veriloop.context import Context
@@ -252,6 +254,28 @@ def _add_routes(app: FastAPI) -> None:
     async def task_detail(task_id: str, tenant: Tenant, request: Request) -> TaskDetail:
         """Status, plan, action history with before-state summaries, verification history, usage and cost."""
         return await service(request).task_detail(tenant, task_id)
+
+    @app.get(
+        "/api/tasks/{task_id}/events",
+        responses={
+            **ERRORS,
+            200: {
+                "description": "Server-Sent Events: `step` (stepIndex, status) now and at each "
+                "recorded step or cancel, then `end` with the task's status.",
+                "content": {"text/event-stream": {}},
+            },
+        },
+        tags=["tasks"],
+    )
+    async def task_events(task_id: str, tenant: Tenant, request: Request) -> EventSourceResponse:
+        """The task's progress as Server-Sent Events, ending when it stops executing."""
+        events = await service(request).task_events(tenant, task_id)
+
+        async def stream() -> AsyncIterator[dict[str, str]]:
+            async for event in events:
+                yield {"event": event["event"], "data": json.dumps(event)}
+
+        return EventSourceResponse(stream())
 
     app.add_api_route("/healthz", health, methods=["GET"], response_model=Health, tags=["health"])
 

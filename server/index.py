@@ -18,7 +18,10 @@ next request for the task (``TaskService._settle``).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+from collections.abc import AsyncIterator
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
@@ -28,6 +31,9 @@ from pydantic import BaseModel
 
 from veriloop.schemas.api import InteractRequest, InteractResponse, TaskStatus, TaskSummary
 
+FOLLOW_POLL_S = 1.0
+"""How soon a follower of a task reads its entry again when this process records nothing for it
+(another process serves its steps); a step this process records wakes it at once."""
 ACTIVE_SEARCH_LIMIT = 200
 """Executing tasks of one session looked at by the recovery endpoint."""
 
@@ -89,6 +95,8 @@ class TaskIndex:
 
     def __init__(self, store: BaseStore) -> None:
         self.store = store
+        self._changed: dict[str, asyncio.Event] = {}
+        """Per task being followed: set (and dropped) when this process records its entry."""
 
     async def get(self, tenant: str, task_id: str) -> TaskEntry | None:
         """The tenant's task, or None (unknown, or another tenant's)."""
@@ -109,6 +117,25 @@ class TaskIndex:
             answer = {"request": key.fingerprint, "response": entry.last_response}
             ops.append(PutOp(_answers(entry.tenant), key.store_key, answer))
         await self.store.abatch(ops)
+        if (changed := self._changed.pop(entry.task_id, None)) is not None:
+            changed.set()
+
+    async def follow(self, tenant: str, task_id: str) -> AsyncIterator[TaskEntry]:
+        """The task's entry now and after each change (a step, a cancel), until it stops executing."""
+        last = None
+        while True:
+            # Taken before the read: a change recorded between the read and the wait still wakes it.
+            changed = self._changed.setdefault(task_id, asyncio.Event())
+            entry = await self.get(tenant, task_id)
+            if entry is None:
+                return
+            if entry.updated_at != last:
+                last = entry.updated_at
+                yield entry
+            if entry.status != "executing":
+                return
+            with suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), FOLLOW_POLL_S)
 
     async def page(self, tenant: str, *, limit: int, offset: int) -> tuple[list[TaskEntry], bool]:
         """The tenant's tasks, most recently updated first, and whether more follow."""

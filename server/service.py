@@ -12,17 +12,15 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
 from veriloop.context import Context
-from veriloop.engines.dom_context import cached_compact_page, read_compact_page
 from veriloop.graph.io import observation_to_input, state_to_response
 from veriloop.llm.base import LLMUnavailable
-from veriloop.page_processes import offload_for
 from veriloop.schemas.api import (
     ActionSummary,
     BeforeStateSummary,
@@ -242,9 +240,7 @@ class TaskService:
                 ) from exc
             raise
         try:
-            return await self._commit(
-                tenant, entry, values, checkpoint_id, request.url, key, dom=request.dom
-            )
+            return await self._commit(tenant, entry, values, checkpoint_id, request.url, key)
         except Exception as exc:
             if isinstance(exc, EXPECTED_FAULTS):
                 raise
@@ -262,24 +258,9 @@ class TaskService:
         checkpoint_id: str,
         url: str,
         key: RetryKey | None,
-        *,
-        dom: str | None = None,
     ) -> InteractResponse:
-        """Write the index entry (and the retry key's answer) of a saved step; ``dom``, the page
-        the action was chosen on, names its target element (an adopted step has none)."""
+        """Write the index entry (and the retry key's answer) of a saved step."""
         response = state_to_response(values)
-        if (
-            dom
-            and response.parsed_action is not None
-            and response.parsed_action.element_id is not None
-        ):
-            # The step's own parse of the page named its elements (its compact page, cached by
-            # the graph's nodes); only a page that has left the cache is parsed again.
-            page = cached_compact_page(dom)
-            if page is None:
-                offload = offload_for(self.context().page_processes)  # a parse: off the event loop
-                page = await offload(read_compact_page, dom)
-            response.target = page.target(response.parsed_action.element_id)
         stamp = now()
         await self.index.record(
             TaskEntry(
@@ -394,6 +375,23 @@ class TaskService:
             raise TaskNotFound(f"no active task for session {session_id}")
         return entry.summary()
 
+    async def task_events(self, tenant: str, task_id: str) -> AsyncIterator[dict[str, Any]]:
+        """A ``step`` event now and at each recorded step or cancel of the task, then ``end`` with
+        its status once it stops executing (404 before the first)."""
+        await self._entry(tenant, task_id)
+        return self._task_events(tenant, task_id)
+
+    async def _task_events(self, tenant: str, task_id: str) -> AsyncIterator[dict[str, Any]]:
+        entry = None
+        async for entry in self.index.follow(tenant, task_id):
+            yield {
+                "event": "step",
+                "taskId": task_id,
+                "stepIndex": entry.step_index,
+                "status": entry.status,
+            }
+        yield {"event": "end", "taskId": task_id, "status": entry.status if entry else "unknown"}
+
     async def task_detail(self, tenant: str, task_id: str) -> TaskDetail:
         """Status, plan, action and verification history, usage and cost of the last answered step."""
         entry = await self._entry(tenant, task_id)
@@ -431,6 +429,7 @@ def _action_summary(record: dict[str, Any]) -> ActionSummary:
     return ActionSummary(
         step_index=record["step_index"],
         action=record["action"],
+        target=record.get("target"),
         thought=record.get("thought", ""),
         source=record.get("source", "action_generation"),
         plan_step_index=record.get("plan_step_index"),

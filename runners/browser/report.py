@@ -1,9 +1,11 @@
 """Run reports: ``report.json`` plus one self-contained ``report.html`` (screenshots inlined) and the PNGs.
 
 Both start with the model that produced the runs and its kind of endpoint; a scripted run says so
-in a banner at the top. Per step the page shows the screenshot of the page the agent saw, the verdict
-on the previous action with its observation list, what the page witnessed,
-the action chosen and how executing it went, tokens, and timings.
+in a banner at the top. ``report.json`` keeps each turn as it came (the verdict on the previous
+action, what the page witnessed since it, the action chosen). The page is drawn by the console's
+templates: each step is the task page's card, the action with its target's name beside the
+verdict the next turn brought on it and what the browser saw after it, plus the screenshot of the
+page the agent saw, how executing the action went, tokens and timings.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from typing import Any
 
 from veriloop.llm.endpoint import ModelEndpoint
 from veriloop.runners.browser.loop import RunResult, StepRecord, StepTimings
+from veriloop.schemas.api import VerificationSummary
 from veriloop.schemas.usage import total_usage
-from veriloop.server.pages.render import render
+from veriloop.server.pages.render import BrowserStep, render, stylesheet
 
 TIMING_FIELDS = (
     "snapshot_ms",
@@ -122,10 +125,12 @@ def _run_json(run: RunResult) -> dict:
 
 
 def _html(runs: list[RunResult], title: str, model: ModelEndpoint, notes: Mapping[str, str]) -> str:
-    """The self-contained page (autoescaped template ``browser_report.html``)."""
+    """The self-contained page: the console's templates (``browser_report.html`` extends the plan
+    report's page; each step is the task page's ``_browser_step.html``), its stylesheet inlined."""
     return render(
         "browser_report.html",
         title=title,
+        css=stylesheet(),
         model=model,
         runs=[_run_view(run, notes.get(run.goal)) for run in runs],
     )
@@ -136,41 +141,52 @@ def _run_view(run: RunResult, note: str | None) -> dict[str, Any]:
     return {
         "goal": run.goal,
         "status": run.status,
-        "completed": run.completed,
         "start_url": run.start_url,
         "task_id": run.task_id,
         "error": run.error,
         "note": note,
         "total": total_usage(run.usage),
         "medians": {name: _ms(value) for name, value in medians.items()},
-        "steps": [_step_view(step) for step in run.steps],
+        "steps": [
+            _browser_step(step, next_step)
+            for step, next_step in zip(run.steps, [*run.steps[1:], None], strict=True)
+        ],
     }
 
 
-def _step_view(step: StepRecord) -> dict[str, Any]:
-    timings = timings_json(step.timings)
-    usage = step.usage.items()
-    return {
-        "number": step.index + 1,
-        "url": step.url,
-        "image": base64.b64encode(step.screenshot).decode() if step.screenshot else "",
-        "verification": step.verification,
-        "model_verdict": "verification" in step.usage,
-        "witness": _witness(step.client_observations, step.settled),
-        "action": step.described_action,
-        "execution_ok": step.execution_ok,
-        "execution_error": step.execution_error,
-        "thought": step.thought,
-        "tokens": step.tokens,
-        "usage_text": ", ".join(
-            f"{purpose} {u.get('input_tokens', 0)}+{u.get('output_tokens', 0)}"
-            for purpose, u in usage
+def _browser_step(step: StepRecord, next_step: StepRecord | None) -> BrowserStep:
+    """``step``'s action beside the verdict on it and what the browser saw after it, both of
+    which the next turn brought (as the console's task page pairs them)."""
+    verdict = next_step.verification if next_step else None
+    summary = VerificationSummary.model_validate(verdict) if verdict else None
+    return BrowserStep(
+        number=step.index + 1,
+        action=step.action,
+        target=step.target,
+        url=step.url,
+        thought=step.thought,
+        verdict=summary,
+        reason=summary.semantic_summary if summary else "",
+        image=base64.b64encode(step.screenshot).decode() if step.screenshot else "",
+        witness=tuple(_witness(next_step.client_observations, next_step.settled))
+        if next_step
+        else (),
+        execution_ok=step.execution_ok,
+        execution_error=step.execution_error,
+        usage_text=f"{step.tokens} ("
+        + (
+            ", ".join(
+                f"{purpose} {u.get('input_tokens', 0)}+{u.get('output_tokens', 0)}"
+                for purpose, u in step.usage.items()
+            )
+            or "no model call"
         )
-        or "no model call",
-        "timings": ", ".join(
-            f"{name.removesuffix('_ms')} {_ms(value)}" for name, value in timings.items()
+        + ")",
+        timings=", ".join(
+            f"{name.removesuffix('_ms')} {_ms(value)}"
+            for name, value in timings_json(step.timings).items()
         ),
-    }
+    )
 
 
 WITNESS_LABELS = {

@@ -1,4 +1,4 @@
-"""The one Jinja2 environment of the console pages and the HTML plan report.
+"""The one Jinja2 environment of the console pages and the HTML reports (a plan run's, a browser run's).
 
 Autoescaping is on for every template: whatever a step, a check, a model or a person wrote is
 shown as text. The dependency picture is laid out here (columns by dependency level) and drawn
@@ -19,6 +19,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from veriloop.engines.plan.planning import fill_placeholders
+from veriloop.schemas.actions import parse_action
+from veriloop.schemas.api import TaskDetail, VerificationSummary
 from veriloop.schemas.manifest import ManifestStep
 from veriloop.schemas.plan_run import PlanRunReport, StepResult
 from veriloop.schemas.usage import Usage, total_usage
@@ -315,3 +317,64 @@ def _spec(report: PlanRunReport, step_id: str) -> ManifestStep | None:
         return report.manifest.step(step_id)
     except KeyError:
         return None
+
+
+# -- a browser task's steps (the console's task page and the runner's report) ----------------
+
+
+@dataclass(frozen=True)
+class BrowserStep:
+    """One action of a browser task as ``_browser_step.html`` shows it: the action with its target
+    element's name, the page it was chosen on and the verdict that judged it (the next step's).
+    The runner's report adds what only it has: the screenshot, what the browser saw after the
+    action, how executing it went, tokens and timings."""
+
+    number: int
+    action: str
+    target: str | None
+    url: str
+    thought: str
+    verdict: VerificationSummary | None
+    reason: str = ""
+    """The verdict's reason in full where the page has it, else its summary."""
+    pending: bool = False
+    """No verdict yet because the task is still running (not because it ended)."""
+    source: str | None = None
+    focus: str | None = None
+    correction_strategy: str | None = None
+    image: str = ""
+    witness: tuple[str, ...] = ()
+    execution_ok: bool | None = None
+    execution_error: str | None = None
+    usage_text: str = ""
+    timings: str = ""
+
+    @property
+    def element_id(self) -> int | None:
+        """The element's number the action names (169 for click(169)); a recorded action parses."""
+        return parse_action(self.action).element_id
+
+
+def task_steps(detail: TaskDetail) -> list[BrowserStep]:
+    """The steps of a task the service keeps (``GET /api/tasks/{id}``), each with its verdict."""
+    verdicts = {v.step_index: v for v in detail.verifications}
+    steps = []
+    for action in detail.actions:
+        v = verdicts.get(action.step_index)
+        before = action.before_state
+        steps.append(
+            BrowserStep(
+                number=action.step_index + 1,
+                action=action.action,
+                target=action.target,
+                url=before.url if before else "",
+                thought=action.thought,
+                verdict=VerificationSummary.model_validate(v.model_dump()) if v else None,
+                reason=v.reason if v else "",
+                pending=detail.status == "executing",
+                source=action.source,
+                focus=before.active_element if before else None,
+                correction_strategy=action.correction_strategy,
+            )
+        )
+    return steps

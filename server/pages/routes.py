@@ -10,7 +10,6 @@ allows no inline script and nothing from another origin.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlencode
@@ -21,7 +20,7 @@ from fastapi.staticfiles import StaticFiles
 
 from veriloop.schemas.api import PlanRunRequest
 from veriloop.server.availability import model_status
-from veriloop.server.pages.render import render, review_views, run_view
+from veriloop.server.pages.render import render, review_views, run_view, task_steps
 from veriloop.server.plans import Offset
 from veriloop.server.service import ServiceError
 from veriloop.server.tenants import current_tenant, request_api_key, tenant_for
@@ -42,8 +41,6 @@ FRAGMENT_HEADER = "x-console"
 REVIEW_RUNS = 50
 """Runs waiting for a person read by the reviews page."""
 PAGE_SIZE = 20
-_TARGET = re.compile(r"\((\d+)")
-"""The element id an action names: click(169), type(12, "x")."""
 
 router = APIRouter(include_in_schema=False)
 
@@ -225,13 +222,5 @@ async def task_page(request: Request, tenant: PageTenant, task_id: str) -> HTMLR
         detail = await request.app.state.service.task_detail(tenant, task_id)
     except ServiceError as exc:
         raise PageError(exc) from exc
-    verdicts = {v.step_index: v for v in detail.verifications}
-    steps = [
-        {
-            "action": action,
-            "target": (m[1] if (m := _TARGET.search(action.action)) else None),
-            "verdict": verdicts.get(action.step_index),
-        }
-        for action in detail.actions
-    ]
+    steps = task_steps(detail)
     return _page(request, "task.html", "Browser task", "tasks", task=detail, steps=steps)

@@ -1,4 +1,5 @@
-"""The console latency benchmark's quick mode runs end to end and prints its RESULT line."""
+"""The console latency benchmark's quick mode runs end to end (the run page, then a browser task's
+page, in Chromium) and prints its RESULT line."""
 
 from __future__ import annotations
 
@@ -23,3 +24,5 @@ def test_the_quick_benchmark_prints_its_result():
     assert done.returncode == 0, done.stderr[-3000:]
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("RESULT median_ms=") and "page_kb=" in last and "steps=3" in last
+    figures = dict(part.split("=") for part in last.split()[1:])
+    assert float(figures["task_ms"]) > 0 and float(figures["task_ratio"]) > 0

@@ -152,6 +152,19 @@ class Extension:
         )
 
 
+def wait_forgotten(extension: Extension, tab_id: int) -> None:
+    """Until the extension's storage holds nothing for ``tab_id`` (its task record and its
+    request being sent)."""
+    extension.worker.evaluate(
+        """async id => { for (;;) {
+            const keys = Object.keys(await chrome.storage.local.get(null));
+            if (!keys.includes(`tab:${id}`) && !keys.includes(`pending:${id}`)) return;
+            await new Promise(r => setTimeout(r, 50));
+        } }""",
+        tab_id,
+    )
+
+
 def steps(record: dict) -> list[int]:
     """The step indexes the panel recorded for the tab's task, in order."""
     return [step["stepIndex"] for step in record["task"]["steps"]]

@@ -51,7 +51,7 @@ def test_a_scripted_demo_report_says_so_and_costs_nothing(
     assert banner < page.index("Run 1:")  # at the top, above the figures
     assert f"<code>{SCRIPTED_MODEL}</code>" in page and "$0.0000" in page
     assert "deliberate mistake" in page
-    assert f"{save['action']} &#34;Save&#34;" in page
+    assert f'<code>{save["action"]}</code> <span class="target">“Save”</span>' in page
 
 
 def test_a_demo_report_under_a_real_model_name_is_priced(
@@ -114,23 +114,39 @@ def test_eval_reports_name_the_model(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_what_a_page_or_model_wrote_is_shown_as_text(tmp_path: Path) -> None:
     """Goals, URLs, thoughts, observations and errors come from pages and models: never markup."""
     hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>"
-    step = StepRecord(
+    first = StepRecord(
         index=0,
         url=f"http://x.test/?q={hostile}",
         action="click(3)",
         thought=hostile,
         status="executing",
+        verification=None,
+        client_observations=None,
+        usage={},
+        timings=StepTimings(),
+        execution_ok=False,
+        execution_error=hostile,
+        target=hostile,
+    )
+    # The next turn brings the verdict on the first action and what the browser saw after it.
+    second = StepRecord(
+        index=1,
+        url="http://x.test/",
+        action="fail()",
+        thought="",
+        status="failed",
         verification={"success": False, "confidence": 0.4, "observations": [hostile]},
         client_observations={"didDomMutate": True},
         usage={"verification": {"input_tokens": 5, "output_tokens": 2}},
         timings=StepTimings(),
-        execution_ok=False,
-        execution_error=hostile,
         settled=False,
-        target=hostile,
     )
     run = RunResult(
-        goal=hostile, start_url="http://x.test/", status="failed", error=hostile, steps=[step]
+        goal=hostile,
+        start_url="http://x.test/",
+        status="failed",
+        error=hostile,
+        steps=[first, second],
     )
     model = ModelEndpoint(
         model=hostile, endpoint="openai-compatible", base_url="http://127.0.0.1:1/v1"
@@ -142,5 +158,9 @@ def test_what_a_page_or_model_wrote_is_shown_as_text(tmp_path: Path) -> None:
         tree.xpath("//script") == [] and tree.xpath("//img") == []
     )  # no screenshot, no injected one
     assert page.count("&lt;script&gt;") >= 8  # every field shown, as text
-    assert "previous action failed" in page and "DOM mutation yes" in page
-    assert "page still busy at the 5 s cap" in page and "verification 5+2" in page
+    first_card, second_card = tree.xpath("//article[contains(@class, 'step')]")
+    first_text = first_card.text_content()
+    assert "Verdict failed" in first_text and "DOM mutation yes" in first_text
+    assert "page still busy at the 5 s cap" in first_text
+    assert "verification 5+2" in second_card.text_content()
+    assert "The task ended with this action." in second_card.text_content()

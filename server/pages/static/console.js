@@ -98,9 +98,9 @@ function askForKey(message) {
   location.reload();
 }
 
-// Follow a run's Server-Sent Events with fetch (EventSource cannot send the key header);
+// Follow a run's or a task's Server-Sent Events with fetch (EventSource cannot send the key header);
 // each event re-renders the page, the end of the stream re-renders it and follows again
-// while a server still executes the run.
+// while a server still executes it.
 async function follow(url) {
   if (following === url) return;
   following = url;
@@ -123,9 +123,12 @@ async function follow(url) {
   }
   following = null;
   await refresh();
-  const run = document.getElementById("run");
-  if (run && run.dataset.state === "live") setTimeout(() => follow(run.dataset.events), 300);
+  const live = liveView();
+  if (live) setTimeout(() => follow(live.dataset.events), 300);
 }
+
+// The run or task the page follows while it executes (its event stream in data-events).
+const liveView = () => main.querySelector("[data-events][data-state='live']");
 
 async function answer(form, approved) {
   const status = form.querySelector(".form-status");
@@ -224,8 +227,8 @@ function enhance() {
       answer(form, !(button && button.value === "reject"));
     });
   });
-  const run = document.getElementById("run");
-  if (run && run.dataset.state === "live") follow(run.dataset.events);
+  const live = liveView();
+  if (live) follow(live.dataset.events);
   const list = main.querySelector("[data-refresh]");
   clearTimeout(timer);
   if (list) timer = setTimeout(refresh, Number(list.dataset.refresh));
