@@ -25,6 +25,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
+from weakref import WeakValueDictionary
 
 from langgraph.store.base import BaseStore, PutOp
 from pydantic import BaseModel
@@ -95,8 +96,9 @@ class TaskIndex:
 
     def __init__(self, store: BaseStore) -> None:
         self.store = store
-        self._changed: dict[str, asyncio.Event] = {}
-        """Per task being followed: set (and dropped) when this process records its entry."""
+        self._changed: WeakValueDictionary[str, asyncio.Event] = WeakValueDictionary()
+        """Per task being followed: set (and dropped) when this process records its entry; gone
+        with its last follower otherwise (weakly held)."""
 
     async def get(self, tenant: str, task_id: str) -> TaskEntry | None:
         """The tenant's task, or None (unknown, or another tenant's)."""
