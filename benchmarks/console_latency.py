@@ -17,7 +17,6 @@ page_kb=<html+css+js> html_kb=<run page HTML> steps=<n>``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import statistics
@@ -60,15 +59,6 @@ new MutationObserver(() => {
 """
 
 
-async def pause(input=None, depends=None):
-    """A python step that waits ``input["wait"]`` seconds."""
-    await asyncio.sleep(float(input["wait"]))
-    return {"waited": input["wait"]}
-
-
-TOOLS = {"pause": pause}
-
-
 def chain(steps: int, wait: float, warmup: float) -> dict:
     items = [{"id": "warmup", "function": "pause", "input": {"wait": warmup}}]
     for i in range(steps):
@@ -87,7 +77,7 @@ def start_server(root: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "VERILOOP_"))}
     env.update(
-        VERILOOP_TOOLS="benchmarks.console_latency:TOOLS",
+        VERILOOP_TOOLS="benchmarks.plan_steps:PAUSE",
         VERILOOP_WORKSPACE=str(root),
         LANGSMITH_TRACING="false",
     )
