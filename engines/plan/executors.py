@@ -329,8 +329,9 @@ async def run_shell_step(
     """Run ``command`` with the shell in ``workspace``, in its own process group.
 
     ``output`` is ``{"exit_code", "stdout", "stderr"}`` (the last ~4000 characters of each).
-    ok: exit code 0 within ``timeout_s``. The process group is killed on timeout, on
-    cancellation, and when the shell exits: a step leaves nothing running behind it. It runs with
+    ok: exit code 0 within ``timeout_s``, nothing left running. The process group and session
+    are killed on timeout, on cancellation, and when the shell exits: a step leaves nothing
+    running behind it, and one that tried fails with what it left. It runs with
     a scrubbed environment, confined as ``confinement`` says (``layers`` records how). A command
     stopped at a limit (the workspace's size) fails with that reason.
     """
@@ -370,7 +371,19 @@ async def run_shell_step(
             error=f"exit code {run.exit_code}: {command}",
             layers=layers,
         )
+    if run.leftovers:
+        return ExecutionResult(
+            ok=False, output=output, error=left_running(command, list(run.leftovers)), layers=layers
+        )
     return ExecutionResult(ok=True, output=output, layers=layers)
+
+
+def left_running(what: str, leftovers: list[str]) -> str:
+    """Why a step that left threads or processes running when it ended failed."""
+    return (
+        f"{what} left {len(leftovers)} thread(s) or process(es) running after it returned "
+        f"(killed): {'; '.join(leftovers[:10])}"
+    )
 
 
 # -- the python executor ---------------------------------------------------------------------
@@ -526,12 +539,7 @@ def _python_result(run: CommandRun, reference: str, timeout_s: float) -> Executi
     if answer.get("error"):
         return failed(str(answer["error"]), notes=notes)
     if left:
-        return failed(
-            f"{reference} left {len(left)} thread(s) or process(es) running after it returned "
-            f"(killed): {'; '.join(left[:10])}",
-            output=answer.get("output"),
-            notes=notes,
-        )
+        return failed(left_running(reference, left), output=answer.get("output"), notes=notes)
     return ExecutionResult(ok=True, output=answer.get("output"), notes=notes, layers=layers)
 
 

@@ -19,7 +19,7 @@ from veriloop.context import PlanContext
 from veriloop.engines.plan import executors
 from veriloop.engines.plan.confinement.limits import MIB, Limits
 from veriloop.engines.plan.confinement.sandbox import Confinement
-from veriloop.engines.plan.executors import function_reference, run_python_step
+from veriloop.engines.plan.executors import function_reference, run_python_step, run_shell_step
 from veriloop.engines.plan.tools import load_tools
 from veriloop.plans import PlanRunner
 
@@ -200,3 +200,17 @@ def test_through_the_plan_graph_no_step_changes_what_another_recorded(tmp_path) 
     leaves = report.steps["leaves"]
     assert leaves.verification_status == "execution_failed"
     assert "running after it returned" in leaves.diagnosis
+
+
+@pytest.mark.anyio
+async def test_a_shell_step_that_leaves_a_process_in_its_session_fails(tmp_path) -> None:
+    marker = tmp_path / "late.txt"
+    result = await run_shell_step(
+        f"(setpgid_escape() {{ sleep 1.5; touch {marker}; }}; set -m; setpgid_escape &) ; true",
+        workspace=tmp_path,
+        timeout_s=30,
+        confinement=MODES["unsandboxed"],
+    )
+    assert not result.ok and "running after it returned (killed): process" in result.error
+    time.sleep(2)
+    assert not marker.exists()
