@@ -71,7 +71,8 @@ async def run_command(
 ) -> CommandRun:
     """Run ``command`` through the shell in ``workspace``, in its own process group; kill the group
     after ``timeout_s`` (exit_code None, timed_out True), when cancelled, and once the command has
-    ended (its stray children go with it). Output goes to temporary files, so a child that keeps
+    ended (its stray children go with it, and so does whatever left the group but not the
+    session: :attr:`CommandRun.leftovers`). Output goes to temporary files, so a child that keeps
     the output open cannot hold the run, and only the tails are read back. Raises OSError when
     the command cannot start (e.g. a missing workspace).
 
