@@ -482,7 +482,8 @@ async def run_python_step(
         return ExecutionResult(ok=False, error=f"python step function {exc}")
     request = {
         "function": where.reference,
-        "sys_path": [*sys.path, os.getcwd()],
+        # "" is this process's working directory, not the child's (the workspace)
+        "sys_path": [entry or os.getcwd() for entry in [*sys.path, ""]],
         "input": input,
         "depends": depends,
     }
