@@ -23,7 +23,6 @@ html_kb=<run page HTML> steps=<n>``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import statistics
@@ -88,15 +87,6 @@ new MutationObserver(() => {
 """
 
 
-async def pause(input=None, depends=None):
-    """A python step that waits ``input["wait"]`` seconds."""
-    await asyncio.sleep(float(input["wait"]))
-    return {"waited": input["wait"]}
-
-
-TOOLS = {"pause": pause}
-
-
 def chain(steps: int, wait: float, warmup: float) -> dict:
     items = [{"id": "warmup", "function": "pause", "input": {"wait": warmup}}]
     for i in range(steps):
@@ -146,7 +136,7 @@ def start_server(root: Path, model_url: str) -> tuple[subprocess.Popen, str]:
     env.update(
         OPENAI_BASE_URL=model_url,
         OPENAI_API_KEY="scripted",
-        VERILOOP_TOOLS="benchmarks.console_latency:TOOLS",
+        VERILOOP_TOOLS="benchmarks.plan_steps:PAUSE",
         VERILOOP_WORKSPACE=str(root),
         LANGSMITH_TRACING="false",
     )

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.plan_steps import CASE_TOOLS
 from veriloop.llm.scripted import (
     RawBody,
     Refusal,
@@ -367,32 +368,16 @@ def replans(n: int, *, superseded: int | None = None):
 # -- python step callables and tools (bound to the case's workspace) --
 
 
-def writer(source: str, notes: str | None, output: Any = "calc.py", *, raise_after: bool = False):
-    def tools(workspace: Path) -> dict[str, Any]:
-        def implement(input=None, depends=None):
-            (workspace / "calc.py").write_text(source, encoding="utf-8")
-            if raise_after:
-                raise RuntimeError("lost the connection after writing calc.py")
-            return {"notes": notes, "output": output} if notes is not None else output
-
-        return {"implement": implement}
-
-    return tools
+def case_tools(workspace: Path) -> dict[str, Any]:
+    """Every case's python steps (benchmarks/plan_steps.py): each runs in a process of its own in
+    the workspace, and what a case varies is in its step's input."""
+    return dict(CASE_TOOLS)
 
 
-def returns(value: Any, name: str = "produce"):
-    def tools(workspace: Path) -> dict[str, Any]:
-        return {name: lambda input=None, depends=None: value}
-
-    return tools
-
-
-def hangs(workspace: Path) -> dict[str, Any]:
-    async def implement(input=None, depends=None):
-        await asyncio.sleep(30)
-        return {"notes": "[SUCCESS]: done", "output": "calc.py"}
-
-    return {"implement": implement}
+def written(source: str, notes: str | None, *, raise_after: bool = False) -> dict[str, Any]:
+    """The input of a python step (``write_code``) that writes ``source`` to calc.py and says
+    ``notes`` (None: returns only its output), raising afterwards when ``raise_after``."""
+    return {"source": source, "notes": notes, "output": "calc.py", "raise_after": raise_after}
 
 
 def slow_tool(workspace: Path) -> dict[str, Any]:
@@ -421,32 +406,17 @@ def delete_tool(workspace: Path) -> dict[str, Any]:
     return {"delete_file": delete_file}
 
 
-def gate_tools(rows: list[int], total: int):
-    def tools(workspace: Path) -> dict[str, Any]:
-        def collect(input=None, depends=None):
-            return {
-                "notes": "[SUCCESS]: collected the sales figures",
-                "output": {"rows": rows, "total": total},
-            }
-
-        def summarize(input=None, depends=None):
-            data = (depends or {}).get("collect") or {}
-            return {"summary": f"{len(data.get('rows') or [])} rows, total {data.get('total')}"}
-
-        def publish(input=None, depends=None):
-            return {"published": True}
-
-        return {"collect": collect, "summarize": summarize, "publish": publish}
-
-    return tools
-
-
 GATE_CHECK = predicate('depends["collect"]["total"] == sum(depends["collect"]["rows"])')
 
 
-def gate_steps(collect: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def gate_steps(
+    collect: dict[str, Any] | None = None, rows: list[int] = (), total: int = 0
+) -> list[dict[str, Any]]:
+    """An upstream collecting ``rows`` and their ``total`` (or the ``collect`` step given), a
+    gate summarizing them, a step publishing the summary."""
+    figures = {"rows": list(rows), "total": total}
     return [
-        collect or python("collect", "collect", critical=False),
+        collect or python("collect", "collect", critical=False, input=figures),
         python(
             "summarize",
             "summarize",
@@ -553,10 +523,17 @@ ROWS: list[Case] = [
         "success_notes_python_step",
         "success notes, failing tests",
         "python step returns [SUCCESS] notes after a bug",
-        [python("impl", "implement", tests=True)],
+        [
+            python(
+                "impl",
+                "write_code",
+                tests=True,
+                input=written(BUGGY, "[SUCCESS]: all 3 tests pass"),
+            )
+        ],
         {"impl": TEST_FAILED},
         project=True,
-        tools=writer(BUGGY, "[SUCCESS]: all 3 tests pass"),
+        tools=case_tools,
     ),
     # 2. [SUCCESS] notes while the output violates its predicate ------------------------------------
     Case(
@@ -611,14 +588,16 @@ ROWS: list[Case] = [
         [
             python(
                 "report",
-                "produce",
+                "echo",
                 checks=[predicate('result["total"] == sum(result["parts"])')],
+                input={
+                    "notes": "[SUCCESS]: totals checked",
+                    "output": {"parts": [1, 2, 3], "total": 10},
+                },
             )
         ],
         {"report": FAILED},
-        tools=returns(
-            {"notes": "[SUCCESS]: totals checked", "output": {"parts": [1, 2, 3], "total": 10}}
-        ),
+        tools=case_tools,
     ),
     Case(
         "predicate_after_retries",
@@ -666,9 +645,16 @@ ROWS: list[Case] = [
         "schema_extra_property_python",
         "schema violated",
         "python step adds a forbidden field",
-        [python("report", "produce", output_schema=PERSON_SCHEMA)],
+        [
+            python(
+                "report",
+                "echo",
+                output_schema=PERSON_SCHEMA,
+                input={"name": "Ada", "age": 36, "password": "hunter2"},
+            )
+        ],
         {"report": FAILED},
-        tools=returns({"name": "Ada", "age": 36, "password": "hunter2"}),
+        tools=case_tools,
     ),
     # 4. [FAIL] notes with good output: honesty counts ----------------------------------------------
     Case(
@@ -720,14 +706,19 @@ ROWS: list[Case] = [
         "fail_notes_python_step",
         "fail notes, good output",
         "python step returns [FAIL] notes with valid output",
-        [python("report", "produce", output_schema=PERSON_SCHEMA)],
+        [
+            python(
+                "report",
+                "echo",
+                output_schema=PERSON_SCHEMA,
+                input={
+                    "notes": "[FAIL]: the registry was unreachable",
+                    "output": {"name": "Ada", "age": 36},
+                },
+            )
+        ],
         {"report": FAILED},
-        tools=returns(
-            {
-                "notes": "[FAIL]: the registry was unreachable",
-                "output": {"name": "Ada", "age": 36},
-            }
-        ),
+        tools=case_tools,
     ),
     # 5. pending tool calls -------------------------------------------------------------------------
     Case(
@@ -795,9 +786,9 @@ ROWS: list[Case] = [
         "gate_upstream_python_lied",
         "gate fed bad data",
         "upstream's total is not the sum of its rows",
-        gate_steps(),
+        gate_steps(rows=[1, 2, 3], total=10),
         {"collect": COMPLETED, "summarize": FAILED, "publish": BLOCKED},
-        tools=gate_tools([1, 2, 3], 10),
+        tools=case_tools,
     ),
     Case(
         "gate_upstream_llm_lied",
@@ -806,7 +797,7 @@ ROWS: list[Case] = [
         gate_steps(data_step("collect", critical=False)),
         {"collect": COMPLETED, "summarize": FAILED, "publish": BLOCKED},
         scripts={"collect": [mark("[SUCCESS]: sales collected", {"rows": [5, 5], "total": 100})]},
-        tools=gate_tools([], 0),
+        tools=case_tools,
     ),
     Case(
         "gate_upstream_caught_and_skipped",
@@ -822,15 +813,15 @@ ROWS: list[Case] = [
         ),
         {"collect": FAILED, "summarize": FAILED, "publish": BLOCKED},
         scripts={"collect": [mark("[SUCCESS]: sales collected", {"rows": [], "total": 7})]},
-        tools=gate_tools([], 0),
+        tools=case_tools,
     ),
     Case(
         "control_gate_honest_upstream",
         "honest controls",
         "consistent data through the gate",
-        gate_steps(),
+        gate_steps(rows=[1, 2, 3], total=6),
         {"collect": COMPLETED, "summarize": COMPLETED, "publish": COMPLETED},
-        tools=gate_tools([1, 2, 3], 6),
+        tools=case_tools,
     ),
     # 7. flaky tests --------------------------------------------------------------------------------
     Case(
@@ -881,10 +872,17 @@ ROWS: list[Case] = [
         "crash_python_raises_after_work",
         "executor crash",
         "writes good code, then raises",
-        [python("impl", "implement", tests=True)],
+        [
+            python(
+                "impl",
+                "write_code",
+                tests=True,
+                input=written(GOOD, "[SUCCESS]: done", raise_after=True),
+            )
+        ],
         {"impl": CRASHED},
         project=True,
-        tools=writer(GOOD, "[SUCCESS]: done", raise_after=True),
+        tools=case_tools,
         verify=lambda report, _: (
             []
             if report.steps["impl"].attempts[-1].checks == []
@@ -919,9 +917,9 @@ ROWS: list[Case] = [
         "crash_python_timeout",
         "executor crash",
         "python step hangs past its timeout",
-        [python("impl", "implement", timeout_s=1.0)],
+        [python("impl", "hang", timeout_s=1.0)],
         {"impl": CRASHED},
-        tools=hangs,
+        tools=case_tools,
     ),
     Case(
         "crash_llm_garbage_body",
@@ -1534,13 +1532,14 @@ ROWS: list[Case] = [
         [
             python(
                 "report",
-                "produce",
+                "echo",
                 output_schema=PERSON_SCHEMA,
                 checks=[predicate('result["age"] < 150')],
+                input={"name": "Ada", "age": 36},
             )
         ],
         {"report": COMPLETED},
-        tools=returns({"name": "Ada", "age": 36}),
+        tools=case_tools,
     ),
     Case(
         "control_shell_with_command_check",

@@ -59,6 +59,7 @@ import typer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from matplotlib.figure import Figure
 
+from benchmarks.plan_steps import nap
 from benchmarks.verification_pairs import RESULTS_DIR
 from veriloop.context import PlanContext
 from veriloop.engines.plan.manifest import dependency_levels, dependents_of, load_manifest
@@ -73,12 +74,6 @@ FAST, SLOW = (0.05, 0.15), (0.8, 1.2)
 RULES = ("levels", "ready", "lanes")
 LANE_STEPS = {"levels": 1, "ready": 1, "lanes": PlanContext().lane_steps}
 """Each rule's ``PlanContext.lane_steps``: a lane of one step is a batch's step alone."""
-
-
-async def nap(input: Any = None) -> dict[str, float]:
-    """A python step that waits its ``input.s`` seconds, like a tool that takes its time."""
-    await asyncio.sleep(input["s"])
-    return {"slept": input["s"]}
 
 
 def step(step_id: str, seconds: float, *depends_on: str) -> dict[str, Any]:

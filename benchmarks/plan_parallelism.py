@@ -28,20 +28,15 @@ import typer
 from langgraph.checkpoint.memory import InMemorySaver
 from matplotlib.figure import Figure
 
+from benchmarks.plan_steps import WAIT_S, wait
 from benchmarks.verification_pairs import RESULTS_DIR
 from veriloop.context import PlanContext
 from veriloop.llm import clear_llm_cache
 from veriloop.llm.scripted import Delay, ScriptedModelServer, ToolCalls
 from veriloop.plans import PlanRunner
 
-WIDTH, DEPTH, WAIT_S = 8, 3, 0.5
+WIDTH, DEPTH = 8, 3
 DEFAULT_OUT = RESULTS_DIR / "plan_parallelism.json"
-
-
-async def wait(input=None, depends=None):
-    """A python step that waits like a slow tool."""
-    await asyncio.sleep(WAIT_S)
-    return {"step": input}
 
 
 def manifest(executor: str) -> dict:

@@ -40,6 +40,7 @@ import typer
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from matplotlib.figure import Figure
 
+from benchmarks.plan_steps import RESULT_BYTES, work
 from benchmarks.verification_pairs import RESULTS_DIR
 from veriloop.context import PlanContext
 from veriloop.engines.plan.judge import checks
@@ -48,15 +49,9 @@ from veriloop.plans import PlanRunner
 
 Shape = Literal["chain", "fan"]
 CONCURRENCY: dict[Shape, int] = {"chain": 8, "fan": 32}
-RESULT_BYTES = 200
 PROJECT_FILES = 200
 """Python files in the workspace of the judge's-tree measurement."""
 DEFAULT_PLOT = RESULTS_DIR / "plan_scaling.png"
-
-
-def work(input: Any = None, depends: dict | None = None) -> dict[str, str]:
-    """A trivial python step: a 200-byte result."""
-    return {"text": f"{input}:".ljust(RESULT_BYTES, "x")}
 
 
 def plan_manifest(shape: Shape, n: int) -> dict[str, Any]:

@@ -46,6 +46,7 @@ from benchmarks.false_completion_cases import (
     TEST_COMMAND,
     Case,
     call,
+    case_tools,
     delete_tool,
     mark,
     write,
@@ -77,7 +78,8 @@ def judged_step(row: Row) -> dict[str, Any]:
     elif row.executor == "shell":
         base |= {"command": row.command}
     else:
-        base |= {"function": "implement", "input": "impl"}
+        function, step_input = TOOLS[row.tool]
+        base |= {"function": function or None, "input": step_input}
     return {k: v for k, v in (base | row.step).items() if v is not None}
 
 
@@ -92,7 +94,7 @@ def case_of(row: Row, mode: Mode) -> Case:
         ]
         scripts[step["id"]] = [mark(DONE, "calc.py", *calls)]
     if row.executor == "python":
-        tools = TOOLS[row.tool]
+        tools = case_tools
     elif any(content is None for content in row.writes.values()):
         tools = delete_tool
     else:

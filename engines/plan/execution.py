@@ -14,8 +14,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from langchain_core.tools import BaseTool
-
 from veriloop.engines.plan.confinement.sandbox import DEFAULT_CONFINEMENT, Confinement, problem
 from veriloop.engines.plan.executors import run_llm_step, run_python_step, run_shell_step
 from veriloop.llm.base import AsyncStructuredLLM
@@ -126,7 +124,12 @@ async def execute_step(
                 ok=False, error=f"no callable named {step.function!r} is registered"
             )
         return await run_python_step(
-            _callable(fn), input=step.input, depends=dict(depends), timeout_s=timeout_s
+            fn,
+            input=step.input,
+            depends=dict(depends),
+            workspace=workspace,
+            timeout_s=timeout_s,
+            confinement=confinement,
         )
     if step.executor == "llm" and llm is not None:
         return await run_llm_step(
@@ -150,10 +153,3 @@ def starts_processes(step: ManifestStep) -> bool:
         or bool(step.requires_testing)
         or any(check.kind == "command" for check in step.checks)
     )
-
-
-def _callable(obj: Any) -> Any:
-    """A python step calls the function itself, also when it was registered as a LangChain tool."""
-    if isinstance(obj, BaseTool):
-        return getattr(obj, "coroutine", None) or getattr(obj, "func", None) or obj.invoke
-    return obj

@@ -15,21 +15,30 @@ is not a verdict on the step.
 from __future__ import annotations
 
 import asyncio
-import copy
-import inspect
+import contextlib
+import dataclasses
+import importlib.machinery
 import json
+import os
+import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 
-from veriloop.engines.plan.confinement.process import run_command
+from veriloop.engines.plan import python_child
+from veriloop.engines.plan.confinement.limits import MIB, describe_bytes
+from veriloop.engines.plan.confinement.paths import inside
+from veriloop.engines.plan.confinement.process import CommandRun, run_command
 from veriloop.engines.plan.confinement.sandbox import (
     DEFAULT_CONFINEMENT,
     Confinement,
     ProcessRefused,
 )
+from veriloop.engines.plan.python_child import step_function
 from veriloop.engines.plan.tools import as_langchain_tool, openai_tool_schema
 from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError, Message, ToolCall, ToolTurn
 from veriloop.prompts.plan_executor import (
@@ -320,8 +329,9 @@ async def run_shell_step(
     """Run ``command`` with the shell in ``workspace``, in its own process group.
 
     ``output`` is ``{"exit_code", "stdout", "stderr"}`` (the last ~4000 characters of each).
-    ok: exit code 0 within ``timeout_s``. The process group is killed on timeout, on
-    cancellation, and when the shell exits: a step leaves nothing running behind it. It runs with
+    ok: exit code 0 within ``timeout_s``, nothing left running. The process group and session
+    are killed on timeout, on cancellation, and when the shell exits: a step leaves nothing
+    running behind it, and one that tried fails with what it left. It runs with
     a scrubbed environment, confined as ``confinement`` says (``layers`` records how). A command
     stopped at a limit (the workspace's size) fails with that reason.
     """
@@ -361,88 +371,179 @@ async def run_shell_step(
             error=f"exit code {run.exit_code}: {command}",
             layers=layers,
         )
+    if run.leftovers:
+        return ExecutionResult(
+            ok=False, output=output, error=left_running(command, list(run.leftovers)), layers=layers
+        )
     return ExecutionResult(ok=True, output=output, layers=layers)
+
+
+def left_running(what: str, leftovers: list[str]) -> str:
+    """Why a step that left threads or processes running when it ended failed."""
+    return (
+        f"{what} left {len(leftovers)} thread(s) or process(es) running after it returned "
+        f"(killed): {'; '.join(leftovers[:10])}"
+    )
 
 
 # -- the python executor ---------------------------------------------------------------------
 
+PYTHON_RESULT_BYTES = 32 * MIB
+"""The largest result a python step's process may hand back (its JSON)."""
+
+
+@dataclass(frozen=True)
+class FunctionReference:
+    """How a python step's child process finds its function: ``reference`` in a tools spec's
+    syntax (``module:attr`` or ``/path/to/file.py:attr``) and ``source``, the package folder or
+    file the sandbox shows it read-only."""
+
+    reference: str
+    source: Path
+
+
+def function_reference(fn: Any) -> FunctionReference:
+    """Where ``fn`` (a registered callable or LangChain tool) can be imported from by another
+    process: its module by name when this process imported it from ``sys.path``, else the module's
+    file. ValueError, saying what to do instead, for what cannot be imported at all (a lambda, a
+    function defined inside another, a callable object)."""
+    fn = step_function(fn)
+    qualname = getattr(fn, "__qualname__", None)
+    owner = getattr(fn, "__objclass__", None)  # a method descriptor such as str.upper
+    module_name = getattr(fn, "__module__", None) or getattr(owner, "__module__", None)
+    label = qualname or repr(fn)
+    if not module_name or not qualname or "<" in qualname:
+        raise ValueError(
+            f"{label} cannot be imported by the child process a python step runs in (a lambda, "
+            "a function defined inside another, or a callable object): define it at the top "
+            "level of a module or file"
+        )
+    module = sys.modules.get(module_name)
+    if module is None or _attribute(module, qualname) is not fn:
+        raise ValueError(f"{label} is not reachable as {module_name}:{qualname}")
+    if module_name == "builtins":
+        return FunctionReference(f"builtins:{qualname}", Path(sys.base_prefix))
+    file = getattr(module, "__file__", None)
+    if not file:
+        raise ValueError(f"{label}: its module {module_name} has no file to import it from")
+    file_path = Path(file).resolve()
+    root = _import_root(module_name)
+    if module_name != "__main__" and root is not None and inside(file_path, [root]):
+        return FunctionReference(f"{module_name}:{qualname}", root)
+    return FunctionReference(f"{file_path}:{qualname}", file_path)
+
+
+def _attribute(module: Any, qualname: str) -> Any:
+    obj = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    return step_function(obj)
+
+
+def _import_root(module_name: str) -> Path | None:
+    """The package folder (or module file) another process would import ``module_name``'s top
+    level from, looking where :func:`import_object` looks; None when it would find none."""
+    top = module_name.partition(".")[0]
+    with contextlib.suppress(ImportError, ValueError):
+        spec = importlib.machinery.PathFinder.find_spec(top, [*sys.path, os.getcwd()])
+        if spec is not None and spec.submodule_search_locations:
+            return Path(next(iter(spec.submodule_search_locations))).resolve()
+        if spec is not None and spec.origin:
+            return Path(spec.origin).resolve()
+    return None
+
 
 async def run_python_step(
-    fn: Callable[..., Any], *, input: Any, depends: Any, timeout_s: float
+    fn: Any,
+    *,
+    input: Any,
+    depends: Any,
+    workspace: Path,
+    timeout_s: float,
+    confinement: Confinement = DEFAULT_CONFINEMENT,
 ) -> ExecutionResult:
-    """Call ``fn`` for a python step, within ``timeout_s``.
+    """Call ``fn`` for a python step in a process of its own, within ``timeout_s``.
 
-    Calling convention, from ``fn``'s signature: ``fn(input=..., depends=...)`` when it has a
-    ``depends`` parameter or ``**kwargs``; otherwise ``fn(input)`` when it takes a positional
-    argument; otherwise ``fn()``. ``depends`` maps each dependency's step id to its output. Sync
-    functions run in a worker thread, async ones (or a returned awaitable) are awaited; a LangChain
-    tool is invoked with ``input``.
+    The process is confined as a shell step's (``confinement``; processes the service forbids are
+    model-written commands, not the operator's functions, so ``forbidden`` does not apply) and
+    works in ``workspace``. It gets a JSON request (``fn``'s reference, ``input``, ``depends``) and
+    answers JSON (see :mod:`~veriloop.engines.plan.python_child`), so nothing the function does
+    reaches another step's recorded data, and nothing it starts outlives it.
 
-    The return value is the output, except that a dict with ``"notes"`` or ``"output"`` keys (or
-    an ExecutionResult) is taken as the executor's result. An exception or a timeout is
-    ``ok=False`` with its text.
+    The function's return value is the output, except that a dict with ``"notes"`` or ``"output"``
+    keys is taken as notes and output. ``ok=False`` with the reason when the function cannot be
+    referenced or imported, raises, times out, returns what is not JSON or over
+    :data:`PYTHON_RESULT_BYTES`, the process dies without an answer, or threads or processes it
+    started were still running when it returned (they are killed).
     """
-    label = getattr(fn, "__name__", None) or getattr(fn, "name", None) or type(fn).__name__
     try:
-        value = await asyncio.wait_for(_call_python(fn, input, depends), timeout_s)
-    except TimeoutError:
-        return ExecutionResult(ok=False, error=f"{label} timed out after {timeout_s:g}s")
-    except Exception as exc:
-        return ExecutionResult(ok=False, error=f"{label} raised {type(exc).__name__}: {exc}")
-    if isinstance(value, ExecutionResult):
-        return value
-    if isinstance(value, dict) and ("notes" in value or "output" in value):
-        notes = value.get("notes")
-        return ExecutionResult(
-            ok=True, output=value.get("output"), notes="" if notes is None else str(notes)
-        )
-    return ExecutionResult(ok=True, output=value)
-
-
-async def _call_python(fn: Callable[..., Any], input: Any, depends: Any) -> Any:
-    if isinstance(fn, BaseTool):
-        return await _invoke_tool_input(fn, input)
-    if not callable(fn):
-        raise TypeError(f"{fn!r} is not callable")
-    # Copies in and out: the step's code shares this process, and what other steps recorded
-    # (its inputs) or what it returns must not change after the fact through a kept reference.
-    input, depends = copy.deepcopy((input, depends))
-    args, kwargs = _python_arguments(fn, input, depends)
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004
-    ):
-        value = await fn(*args, **kwargs)
-    else:
-        value = await asyncio.to_thread(fn, *args, **kwargs)
-    if inspect.isawaitable(value):
-        value = await value
-    return copy.deepcopy(value)
-
-
-async def _invoke_tool_input(tool: BaseTool, input: Any) -> Any:
-    if _has_native_async(tool):
-        return await tool.ainvoke(input)
-    return await asyncio.to_thread(tool.invoke, input)
-
-
-def _python_arguments(
-    fn: Callable[..., Any], input: Any, depends: Any
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    try:
-        parameters = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):  # no signature (some builtins): the documented default
-        return (), {"input": input, "depends": depends}
-    kinds = {p.kind for p in parameters}
-    names = {p.name for p in parameters}
-    if "depends" in names or inspect.Parameter.VAR_KEYWORD in kinds:
-        return (), {"input": input, "depends": depends}
-    positional = {
-        inspect.Parameter.POSITIONAL_ONLY,
-        inspect.Parameter.POSITIONAL_OR_KEYWORD,
-        inspect.Parameter.VAR_POSITIONAL,
+        where = function_reference(fn)
+    except ValueError as exc:
+        return ExecutionResult(ok=False, error=f"python step function {exc}")
+    request = {
+        "function": where.reference,
+        # "" is this process's working directory, not the child's (the workspace)
+        "sys_path": [entry or os.getcwd() for entry in [*sys.path, ""]],
+        "input": input,
+        "depends": depends,
     }
-    if kinds & positional:
-        return (input,), {}
-    if "input" in names:  # keyword-only input
-        return (), {"input": input}
-    return (), {}
+    try:
+        payload = json.dumps(request).encode()
+    except (TypeError, ValueError) as exc:
+        return ExecutionResult(ok=False, error=f"the step's input is not JSON: {exc}")
+    try:
+        run = await run_command(
+            'exec "$0" -I -B -c "$1"',
+            workspace,
+            timeout_s=timeout_s,
+            tail_chars=PYTHON_RESULT_BYTES,
+            split_stderr=True,
+            confinement=dataclasses.replace(confinement, forbidden=None),
+            readonly=[where.source],
+            args=(sys.executable, _child_source()),
+            stdin=payload,
+        )
+    except (OSError, ProcessRefused) as exc:
+        return ExecutionResult(ok=False, error=f"could not start {where.reference}: {exc}")
+    return _python_result(run, where.reference, timeout_s)
+
+
+def _python_result(run: CommandRun, reference: str, timeout_s: float) -> ExecutionResult:
+    layers = list(run.layers)
+    stderr = truncate(run.stderr, SHELL_OUTPUT_CHARS)
+
+    def failed(error: str, **fields: Any) -> ExecutionResult:
+        return ExecutionResult(ok=False, error=error, layers=layers, **fields)
+
+    if run.timed_out:
+        return failed(f"{reference} timed out after {timeout_s:g}s; its processes were killed")
+    if run.stopped:
+        return failed(f"stopped: {run.stopped}")
+    if run.output_bytes > PYTHON_RESULT_BYTES:
+        return failed(
+            f"{reference} returned {describe_bytes(run.output_bytes)} of output, over the "
+            f"limit of {describe_bytes(PYTHON_RESULT_BYTES)}"
+        )
+    try:
+        answer = json.loads(run.output) if run.exit_code == 0 else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        how = f"exit status {run.exit_code}" if run.exit_code else "an unreadable answer"
+        return failed(
+            f"the process of {reference} ended without a result ({how})"
+            + (f": {stderr.strip()}" if stderr.strip() else "")
+        )
+    notes = answer.get("notes")
+    notes = "" if notes is None else str(notes)
+    left = [str(item) for item in answer.get("leftovers") or []] + list(run.leftovers)
+    if answer.get("error"):
+        return failed(str(answer["error"]), notes=notes)
+    if left:
+        return failed(left_running(reference, left), output=answer.get("output"), notes=notes)
+    return ExecutionResult(ok=True, output=answer.get("output"), notes=notes, layers=layers)
+
+
+@cache
+def _child_source() -> str:
+    return Path(python_child.__file__).read_text(encoding="utf-8")

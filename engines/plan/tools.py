@@ -10,18 +10,14 @@ is offered it, and :func:`openai_tool_schema` its OpenAI function-tool dict.
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
 import inspect
-import os
-import sys
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from veriloop.engines.plan.python_child import import_object
 
 ToolLike = BaseTool | Callable[..., Any]
 
@@ -31,7 +27,10 @@ def load_tools(spec: Any) -> dict[str, ToolLike]:
     if spec is None:
         return {}
     if isinstance(spec, str):
-        return load_tools(_import(spec))
+        obj = import_object(spec)
+        if isinstance(obj, str):
+            raise ValueError(f"tools import path {spec!r} names a string, not tools")
+        return load_tools(obj)
     if isinstance(spec, Mapping):
         tools: dict[str, ToolLike] = {}
         for name, obj in spec.items():
@@ -83,73 +82,6 @@ def as_langchain_tool(obj: ToolLike, name: str | None = None) -> BaseTool:
 def openai_tool_schema(tool: ToolLike) -> dict[str, Any]:
     """The OpenAI function-tool dict (``{"type": "function", "function": {...}}``) of ``tool``."""
     return convert_to_openai_tool(as_langchain_tool(tool))
-
-
-def _import(path: str) -> Any:
-    """The object ``module:attr`` or ``path/to/file.py:attr`` names (``attr`` may be dotted); a
-    module is looked up on sys.path and then in the current directory, like ``python -m``."""
-    target, sep, attr = path.rpartition(":")
-    if not sep or not target.strip() or not attr.strip():
-        raise ValueError(
-            f"tools import path must look like 'package.module:attr' or 'path/to/file.py:attr', "
-            f"got {path!r}"
-        )
-    target = target.strip()
-    if target.endswith(".py") or "/" in target or os.sep in target:
-        obj: Any = _module_from_file(Path(target))
-    else:
-        obj = _module(target)
-    for part in attr.strip().split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError as exc:
-            raise ValueError(f"tools import path {path!r}: no attribute {part!r}") from exc
-    if isinstance(obj, str):
-        raise ValueError(f"tools import path {path!r} names a string, not tools")
-    return obj
-
-
-def _module(name: str) -> Any:
-    cwd = os.getcwd()
-    added = cwd not in sys.path
-    if added:
-        sys.path.insert(0, cwd)
-    try:
-        return importlib.import_module(name)
-    except ImportError as exc:
-        raise ValueError(
-            f"cannot import tools module {name!r} ({exc}); for a file that is not an installed "
-            "module use path/to/file.py:attr"
-        ) from exc
-    except Exception as exc:  # importing user code can raise anything
-        raise ValueError(
-            f"importing tools module {name!r} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    finally:
-        if added:
-            sys.path.remove(cwd)
-
-
-def _module_from_file(path: Path) -> Any:
-    """A Python file loaded as a module once per resolved path."""
-    if not path.is_file():
-        raise ValueError(f"no tools file {str(path)!r}")
-    name = f"veriloop_user_tools_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]}"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ValueError(f"cannot load {str(path)!r} as Python")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:  # user code
-        sys.modules.pop(name, None)
-        raise ValueError(
-            f"loading tools file {str(path)!r} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    return module
 
 
 def _checked(obj: Any, label: str) -> ToolLike:

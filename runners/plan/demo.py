@@ -3,8 +3,8 @@
 The bundled project (``runners/plan/demo_project/project``: a text buffer with insert, delete, undo and
 redo, stubbed, with real pytest tests, one test file per implementation step named
 ``tests/test_{step_id}.py``) is copied to a temporary workspace, and ``runners/plan/demo_project/manifest.yaml``
-runs on it: three implementation steps in parallel with a python data step (checked by
-predicates), a synthesis gate that replays the sample edits through the finished buffer, and a
+runs on it: a python data step (checked by predicates), then three implementation steps in
+parallel, a synthesis gate that replays the sample edits through the finished buffer, and a
 human review that the demo approves automatically.
 
 With ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` set, the configured model writes the code (its file
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import shlex
 import shutil
@@ -42,6 +41,7 @@ from veriloop.context import PlanContext
 from veriloop.engines.plan.confinement.sandbox import Confinement
 from veriloop.engines.plan.confinement.sandbox import launch as sandbox_launch
 from veriloop.engines.plan.manifest import downstream_of, load_manifest
+from veriloop.engines.plan.tools import load_tools
 from veriloop.llm.endpoint import SCRIPTED_MODEL, describe_model, model_configured
 from veriloop.llm.scripted import ANY_PURPOSE, ScriptedModelServer, ScriptedRequest, ToolCalls
 from veriloop.plans import PlanRunner
@@ -87,52 +87,10 @@ class PlanDemoResult:
 # -- the data step -----------------------------------------------------------------------------
 
 
-def make_demo_tools(workspace: Path) -> dict[str, Callable[..., Any]]:
-    """The callables the demo manifest's python steps use, bound to ``workspace``."""
-
-    def sample_edits(input: dict, depends: dict) -> dict:
-        """Sample edits for the gate: written to ``edits.json`` in the workspace, with the text a
-        reference model of the buffer (independent of the code the agent writes) ends with."""
-        return write_sample_edits(workspace, **dict(input or {}))
-
-    return {"sample_edits": sample_edits}
-
-
-def write_sample_edits(
-    workspace: Path, *, start: str = "veriloop", seed: int = 7, count: int = 6
-) -> dict[str, Any]:
-    """``count`` valid edits of ``start`` (insert, delete, undo, redo), their expected final text
-    by a reference model, written to ``workspace/edits.json``."""
-    rng = random.Random(seed)
-    text, undo, redo = start, [], []
-    edits: list[dict[str, Any]] = []
-    while len(edits) < count:
-        choice = rng.choice(["insert", "insert", "delete", "undo", "redo"])
-        if choice == "insert":
-            pos, word = rng.randint(0, len(text)), rng.choice(["ab", " x", "-", "yz "])
-            edits.append({"op": "insert", "pos": pos, "text": word})
-            undo.append(text)
-            redo.clear()
-            text = text[:pos] + word + text[pos:]
-        elif choice == "delete" and text:
-            begin = rng.randint(0, len(text) - 1)
-            end = rng.randint(begin, min(len(text), begin + 3))
-            edits.append({"op": "delete", "start": begin, "end": end})
-            undo.append(text)
-            redo.clear()
-            text = text[:begin] + text[end:]
-        elif choice == "undo" and undo:
-            edits.append({"op": "undo"})
-            redo.append(text)
-            text = undo.pop()
-        elif choice == "redo" and redo:
-            edits.append({"op": "redo"})
-            undo.append(text)
-            text = redo.pop()
-    (Path(workspace) / "edits.json").write_text(
-        json.dumps({"start": start, "edits": edits}, indent=1), encoding="utf-8"
-    )
-    return {"edits": edits, "expected": text, "file": "edits.json"}
+def make_demo_tools() -> dict[str, Callable[..., Any]]:
+    """The callables the demo manifest's python steps use (``demo_project/steps.py``, loaded from
+    its file: each step's child process imports it from there)."""
+    return load_tools(f"{DEMO_DIR / 'steps.py'}:TOOLS")
 
 
 # -- the scripted model --------------------------------------------------------------------------
@@ -464,9 +422,7 @@ async def arun_plan_demo(
             check_timeout_s=180.0,
             **settings,
         )
-        runner = PlanRunner(
-            checkpointer=InMemorySaver(), context=context, tools=make_demo_tools(workspace)
-        )
+        runner = PlanRunner(checkpointer=InMemorySaver(), context=context, tools=make_demo_tools())
         report = await runner.arun(
             MANIFEST_PATH, run_id="plan-demo", concurrency=concurrency, on_event=on_event
         )

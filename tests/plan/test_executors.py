@@ -20,7 +20,6 @@ from veriloop.engines.plan.executors import (
     MESSAGE_RESULT_CHARS,
     RECORD_RESULT_CHARS,
     run_llm_step,
-    run_python_step,
     run_shell_step,
 )
 from veriloop.engines.plan.tools import as_langchain_tool, load_tools, openai_tool_schema
@@ -438,74 +437,6 @@ async def test_shell_leaves_no_background_children_behind(tmp_path: Path) -> Non
 async def test_shell_missing_workspace_is_a_failed_execution(tmp_path: Path) -> None:
     result = await run_shell_step("true", workspace=tmp_path / "missing", timeout_s=5)
     assert not result.ok and "could not start" in result.error
-
-
-# -- the python executor -------------------------------------------------------------------
-
-
-@pytest.mark.anyio
-async def test_python_sync_gets_input_and_depends() -> None:
-    caller = []
-
-    def fn(input: Any, depends: dict) -> dict:
-        caller.append(threading.current_thread() is threading.main_thread())
-        return {"sum": input + depends["a"]}
-
-    result = await run_python_step(fn, input=1, depends={"a": 2}, timeout_s=5)
-    assert result.ok and result.output == {"sum": 3} and result.notes == ""
-    assert caller == [False]  # ran in a worker thread
-
-
-@pytest.mark.anyio
-async def test_python_async_and_notes_output_dict() -> None:
-    async def fn(input: Any = None, depends: dict | None = None) -> dict:
-        await asyncio.sleep(0)
-        return {"notes": "[SUCCESS]: computed", "output": [input, sorted(depends)]}
-
-    result = await run_python_step(fn, input="x", depends={"b": 1, "a": 2}, timeout_s=5)
-    assert result.ok and result.notes == "[SUCCESS]: computed"
-    assert result.output == ["x", ["a", "b"]]
-
-
-@pytest.mark.anyio
-async def test_python_one_positional_argument_and_no_argument() -> None:
-    assert (await run_python_step(str.upper, input="abc", depends={}, timeout_s=5)).output == "ABC"
-    assert (
-        await run_python_step(lambda data: data * 2, input=2, depends={}, timeout_s=5)
-    ).output == 4
-    assert (
-        await run_python_step(lambda: "fixed", input=2, depends={}, timeout_s=5)
-    ).output == "fixed"
-
-
-@pytest.mark.anyio
-async def test_python_exception_is_a_failed_execution() -> None:
-    def boom(input: Any, depends: dict) -> None:
-        raise RuntimeError("the executor crashed")
-
-    result = await run_python_step(boom, input=None, depends={}, timeout_s=5)
-    assert not result.ok and result.error == "boom raised RuntimeError: the executor crashed"
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("kind", ["async", "sync"])
-async def test_python_timeout(kind: str) -> None:
-    release = threading.Event()
-
-    async def slow_async(input: Any) -> str:
-        await asyncio.sleep(10)
-        return "late"
-
-    def slow_sync(input: Any) -> str:
-        release.wait(10)
-        return "late"
-
-    fn = slow_async if kind == "async" else slow_sync
-    try:
-        result = await run_python_step(fn, input=None, depends={}, timeout_s=0.2)
-    finally:
-        release.set()
-    assert not result.ok and "timed out after 0.2s" in result.error
 
 
 # -- loading tools -------------------------------------------------------------------------

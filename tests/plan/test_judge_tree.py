@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import step_functions
 from langgraph.checkpoint.memory import InMemorySaver
 from plan_testkit import judge_attempt
 
@@ -217,16 +218,10 @@ def test_a_plan_hides_its_hidden_tests_from_every_step_and_restores_them(tmp_pat
     project(tmp_path, GOOD)
     secret = "from calc import add\n\n\ndef test_secret():\n    assert add(40, 2) == 42\n"
     write(tmp_path, "tests/hidden/test_secret.py", secret)
-    seen = []
-
-    def peek(input: Any = None) -> dict:
-        seen.append((tmp_path / "tests/hidden/test_secret.py").exists())
-        return {"ok": True}
-
     runner = PlanRunner(
         checkpointer=InMemorySaver(),
         context=PlanContext(workspace=str(tmp_path), review_critical_steps=False),
-        tools={"peek": peek},
+        tools={"peek": step_functions.exists},
     )
     report = runner.run(
         {
@@ -236,13 +231,15 @@ def test_a_plan_hides_its_hidden_tests_from_every_step_and_restores_them(tmp_pat
                 {
                     "id": "work",
                     "function": "peek",
+                    "input": str(tmp_path / "tests/hidden/test_secret.py"),
                     "fail_to_pass": ["tests/hidden/test_secret.py::test_secret"],
                 }
             ],
         }
     )
     assert report.status == "completed", report.steps["work"].diagnosis
-    assert seen == [False]  # the step never saw it; the judge ran it
+    # the step never saw it; the judge ran it
+    assert report.steps["work"].output == {"exists": False}
     tests = {c.name: c for c in report.steps["work"].attempts[-1].checks}["tests"]
     assert tests.details["collected"] == 1
     assert (tmp_path / "tests/hidden/test_secret.py").read_text() == secret

@@ -3,13 +3,10 @@ blocking, parallel batches, nested plans and human reviews (python steps: no mod
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from typing import Any
-
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from plan_testkit import manifest, py_step
+from step_functions import leave_marker, wait_for_marker
 
 from veriloop.context import PlanContext
 from veriloop.plans import NoPendingReviewError, PlanRunner, UnknownRunError
@@ -46,7 +43,7 @@ def matrix_manifest(on_failure: str, critical: bool) -> dict:
         ("skip", True, "skip"),
     ],
 )
-def test_on_failure_by_critical_matrix(runner, calls, on_failure, critical, disposition):
+def test_on_failure_by_critical_matrix(runner, on_failure, critical, disposition):
     report = runner(max_replans_per_step=0).run(matrix_manifest(on_failure, critical))
     got = statuses(report)
     # The status says what happened to a (its check failed), whatever the run did about it.
@@ -63,7 +60,8 @@ def test_on_failure_by_critical_matrix(runner, calls, on_failure, critical, disp
     assert report.halted is halted and report.status == "failed"
     if halted:
         # The run stopped at the end of a's batch: nothing started after a failed.
-        assert got["c"] == got["d"] == "blocked" and calls["ok"] == 0 and calls["slow"] == 1
+        assert got["c"] == got["d"] == "blocked"
+        assert not report.steps["c"].attempts and not report.steps["d"].attempts
         assert "critical step 'a'" in report.halt_reason
     else:
         # The run went on without a: c runs without a's result.
@@ -77,37 +75,25 @@ def test_on_failure_by_critical_matrix(runner, calls, on_failure, critical, disp
 def test_a_batch_starts_each_step_once_its_dependencies_completed_beside_a_slow_one(
     tools, tmp_path, lane_steps
 ):
-    # w waits (up to 5 s) for z, which needs y and y2; x forks into y and y2, and y runs on in
-    # x's lane. In lanes, y2 and then the join z start as their dependencies complete, while w is
-    # still running; with one step a lane (batches only), z waits for w's batch to end, and w
-    # gives up.
-    z_ran = threading.Event()
-
-    async def wait_for_z(input: Any = None, depends: dict | None = None) -> Any:
-        for _ in range(500):
-            if z_ran.is_set():
-                return {"saw": "z"}
-            await asyncio.sleep(0.01)
-        return {"saw": None}
-
-    def z(input: Any = None, depends: dict | None = None) -> Any:
-        z_ran.set()
-        return {"value": input, "depends": sorted(depends or {})}
-
+    # w waits for z, which needs y and y2; x forks into y and y2, and y runs on in x's lane. In
+    # lanes, y2 and then the join z start as their dependencies complete, while w is still
+    # running; with one step a lane (batches only), z waits for w's batch to end, and w gives up.
+    # Each step is a process of its own: z tells w through a file.
+    marker = {"marker": str(tmp_path / "z.ran"), "wait_s": 30 if lane_steps > 1 else 2}
     runner = PlanRunner(
         checkpointer=InMemorySaver(),
         context=PlanContext(
             workspace=str(tmp_path), review_critical_steps=False, lane_steps=lane_steps
         ),
-        tools={**tools, "wait_for_z": wait_for_z, "z": z},
+        tools={**tools, "wait_for_z": wait_for_marker, "z": leave_marker},
     )
     report = runner.run(
         manifest(
-            py_step("w", "wait_for_z"),
+            py_step("w", "wait_for_z", input=marker, writes=[]),
             py_step("x"),
             py_step("y", depends_on=["x"]),
             py_step("y2", depends_on=["x"]),
-            py_step("z", "z", depends_on=["y", "y2"]),
+            py_step("z", "z", depends_on=["y", "y2"], input=marker, writes=["z.ran"]),
         ),
         concurrency=2,
     )
@@ -146,10 +132,10 @@ def test_a_report_says_when_the_run_started_and_ended_and_how_long_each_part_too
     assert report.duration_s >= a.duration_s + report.steps["b"].duration_s
 
 
-def test_python_steps_are_not_retried_even_with_a_budget(runner, calls):
+def test_python_steps_are_not_retried_even_with_a_budget(runner):
     # Re-running a deterministic executor changes nothing (seed 004, pitfall 3).
     report = runner().run(manifest(py_step("a", "bad", max_retries=3, on_failure="retry")))
-    assert calls["bad"] == 1 and len(report.steps["a"].attempts) == 1
+    assert len(report.steps["a"].attempts) == 1
 
 
 def test_an_executor_crash_is_execution_failed_not_a_verification_failure(runner):
@@ -179,12 +165,13 @@ def test_a_failed_gate_blocks_only_what_is_downstream_of_it(runner):
     assert "gate" in report.steps["after_gate"].diagnosis
 
 
-def test_parallel_steps_write_disjoint_results_without_losing_any(runner, calls):
+def test_parallel_steps_write_disjoint_results_without_losing_any(runner):
     steps = [py_step(f"s{i}", "slow") for i in range(8)]
     report = runner().run(
         manifest(*steps, py_step("join", depends_on=[s["id"] for s in steps])), concurrency=8
     )
-    assert report.status == "completed" and calls["slow"] == 8
+    assert report.status == "completed"
+    assert all(len(report.steps[s["id"]].attempts) == 1 for s in steps)
     assert report.steps["join"].output["depends"] == sorted(f"s{i}" for i in range(8))
 
 

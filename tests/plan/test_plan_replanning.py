@@ -17,9 +17,7 @@ def as_bad_as_before(**fields):
     return lambda request: repair(StepDraft(id="b", function="bad", on_failure="replan", **fields))
 
 
-def test_three_blocked_steps_in_one_batch_cost_exactly_one_replan_call(
-    runner, scripted_model, calls
-):
+def test_three_blocked_steps_in_one_batch_cost_exactly_one_replan_call(runner, scripted_model):
     scripted_model.script(
         "replanning",
         repair(
@@ -60,9 +58,7 @@ def test_three_blocked_steps_in_one_batch_cost_exactly_one_replan_call(
     assert prompt.count("predicate") >= 3 and '"fine"' in prompt
 
 
-def test_tail_replanning_keeps_completed_results_and_never_reruns_them(
-    runner, scripted_model, calls
-):
+def test_tail_replanning_keeps_completed_results_and_never_reruns_them(runner, scripted_model):
     scripted_model.script(
         "replanning",
         repair(
@@ -81,7 +77,7 @@ def test_tail_replanning_keeps_completed_results_and_never_reruns_them(
     assert list(report.steps) == ["a", "b2", "c"]
     assert report.replan_history[0].added == ["b2"] and report.replan_history[0].removed == ["b"]
     # a ran once (before the replan), b2 and c once each after it.
-    assert calls["ok"] == 3 and calls["bad"] == 1
+    assert [len(report.steps[s].attempts) for s in ("a", "b2", "c")] == [1, 1, 1]
 
 
 def test_replan_budget_per_step_stops_replanning_then_the_policy_applies(runner, scripted_model):
@@ -190,11 +186,11 @@ def test_allowlisted_model_commands_run_without_approval_and_rejected_ones_never
     assert not (tmp_path / "refused.py").exists()
 
 
-def test_a_repair_cannot_drop_the_checks_of_the_step_it_replaces(runner, scripted_model, calls):
+def test_a_repair_cannot_drop_the_checks_of_the_step_it_replaces(runner, scripted_model):
     # The replanner keeps the id but leaves out the predicate: the step must still pass it.
     scripted_model.on("replanning", lambda request: repair(StepDraft(id="b", function="bad")))
     report = runner(max_replans_per_step=1).run(manifest(py_step("b", "bad", on_failure="replan")))
-    assert scripted_model.calls("replanning") == 1 and calls["bad"] == 2
+    assert scripted_model.calls("replanning") == 1
     step = report.steps["b"]
     assert step.status == "failed" and step.verification_status == "partial_pass"
     assert step.disposition == "skip"

@@ -10,7 +10,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from plan_testkit import manifest, py_step
 
-from benchmarks.plan_scaling import plan_manifest, sqlite_bytes, work
+from benchmarks.plan_scaling import plan_manifest, sqlite_bytes
+from benchmarks.plan_steps import work
 from veriloop.context import PlanContext
 from veriloop.graph.plan import build_plan_graph
 from veriloop.plans import PlanRunner
@@ -46,11 +47,11 @@ def test_a_chain_stores_bytes_in_proportion_to_its_length_and_reads_back_whole(t
     assert large_bytes <= 1.5 * 10 * small_bytes, (small_bytes, large_bytes)
 
 
-def test_a_users_wide_level_runs_bounded_by_its_concurrency(runner, calls):
+def test_a_users_wide_level_runs_bounded_by_its_concurrency(runner):
     wide = manifest(*(py_step(f"p{i}", "slow") for i in range(25)))
     report = runner().run(wide, concurrency=8)
     assert report.status == "completed"
-    assert calls == {"slow": 25}
+    assert all(len(step.attempts) == 1 for step in report.steps.values())
     (explosion,) = [f for f in report.critique.findings if f.rule == "parallel_explosion"]
     assert explosion.severity == "warning"
 
@@ -61,7 +62,7 @@ def test_the_parallel_limit_comes_from_the_context(runner):
     assert "parallel_explosion" not in {f.rule for f in report.critique.findings}
 
 
-def test_a_wide_level_runs_in_batches_of_four_a_slot(tools, calls, tmp_path):
+def test_a_wide_level_runs_in_batches_of_four_a_slot(tools, tmp_path):
     graph = build_plan_graph().compile(checkpointer=InMemorySaver())
     wide = manifest(*(py_step(f"p{i}") for i in range(20)))
 
@@ -90,12 +91,9 @@ def test_a_wide_level_runs_in_batches_of_four_a_slot(tools, calls, tmp_path):
     # In lanes, the batch's window holds as many more, each taken by a lane as it ends.
     ids = [f"p{i}" for i in range(20)]
     assert batches(16) == [(ids[:8], ids[8:16]), (ids[16:], []), ([], [])]
-    assert calls == {"ok": 40}
 
 
-def test_the_rest_of_a_split_level_shares_a_batch_with_the_next_levels_ready_steps(
-    tools, calls, tmp_path
-):
+def test_the_rest_of_a_split_level_shares_a_batch_with_the_next_levels_ready_steps(tools, tmp_path):
     graph = build_plan_graph().compile(checkpointer=InMemorySaver())
     # Ten independent steps, each with one dependent: batches of 8 (four a slot, two slots).
     split = manifest(
@@ -132,4 +130,3 @@ def test_the_rest_of_a_split_level_shares_a_batch_with_the_next_levels_ready_ste
     for lane_steps in (1, 16):
         config = {"configurable": {"thread_id": f"split-{lane_steps}"}}
         assert graph.get_state(config).values["status"] == "completed"
-    assert calls == {"ok": 40}

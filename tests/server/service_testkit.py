@@ -285,9 +285,12 @@ def drive(
 # -- plan runs --------------------------------------------------------------------------------
 
 
-def python_step(name: str, markers: Path, *, sleep: float = 0, **fields: Any) -> dict[str, Any]:
-    """A manifest step running tests/server/plan_tools.py's ``mark`` (server: VERILOOP_TOOLS=plan_tools:TOOLS)."""
-    spec = {"name": name, "markers": str(markers), "sleep": sleep}
+def python_step(
+    name: str, markers: Path | None, *, sleep: float = 0, **fields: Any
+) -> dict[str, Any]:
+    """A manifest step running tests/server/plan_tools.py's ``mark`` (server: VERILOOP_TOOLS=plan_tools:TOOLS);
+    no marker file when ``markers`` is None."""
+    spec = {"name": name, "markers": str(markers) if markers else None, "sleep": sleep}
     if "first_sleep" in fields:
         spec["first_sleep"] = fields.pop("first_sleep")
     return {"id": name, "function": "mark", "input": spec, **fields}

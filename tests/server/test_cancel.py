@@ -35,10 +35,18 @@ def plan_tools(monkeypatch, tmp_path, scripted_model) -> Path:
     root.mkdir()
     monkeypatch.setenv("VERILOOP_TOOLS", "plan_tools:TOOLS")
     monkeypatch.setenv("VERILOOP_WORKSPACE", str(root))
+    # The steps mark a file outside their workspace: only an unsandboxed python step can.
+    monkeypatch.setenv("VERILOOP_PLAN_SHELL", "host")
     monkeypatch.setenv(
         "PYTHONPATH", os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
     )
     return root
+
+
+@pytest.fixture
+def marking_settings(sqlite_settings):
+    """``sqlite_settings`` whose python steps can mark a file outside their workspace."""
+    return dataclasses.replace(sqlite_settings, plan_shell="host")
 
 
 # -- browser tasks ----------------------------------------------------------------------------
@@ -92,9 +100,9 @@ def test_task_cancel_is_per_tenant_and_refuses_an_ended_task(
 
 
 def test_a_cancelled_plan_run_stops_and_records_its_unfinished_steps(
-    plan_tools, tmp_path, thread_server, sqlite_settings
+    plan_tools, tmp_path, thread_server, marking_settings
 ) -> None:
-    client = thread_server(sqlite_settings).client()
+    client = thread_server(marking_settings).client()
     markers = tmp_path / "markers.txt"
     manifest = {
         "steps": [
@@ -128,9 +136,9 @@ def test_a_cancelled_plan_run_stops_and_records_its_unfinished_steps(
 
 
 def test_plan_cancel_is_per_tenant_and_refuses_an_ended_run(
-    plan_tools, tmp_path, thread_server, sqlite_settings
+    plan_tools, tmp_path, thread_server, marking_settings
 ) -> None:
-    server = thread_server(sqlite_settings)
+    server = thread_server(marking_settings)
     client = server.client()
     manifest = {"steps": [python_step("only", tmp_path / "m.txt")]}
     client.post("/api/plans", json={"manifest": manifest, "runId": "done"})
@@ -207,9 +215,9 @@ def test_a_run_executing_in_another_process_is_cancelled_through_postgresql(
 
 
 def test_the_cli_cancels_a_run_of_the_service(
-    plan_tools, tmp_path, thread_server, sqlite_settings
+    plan_tools, tmp_path, thread_server, marking_settings
 ) -> None:
-    server = thread_server(sqlite_settings)
+    server = thread_server(marking_settings)
     client = server.client()
     markers = tmp_path / "markers.txt"
     manifest = {"steps": [python_step("slow", markers, sleep=120)]}

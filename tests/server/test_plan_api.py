@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,8 @@ def plan_env(monkeypatch, tmp_path, scripted_model) -> None:
 
 @pytest.fixture
 def server(plan_env, thread_server, sqlite_settings) -> Server:
-    return thread_server(sqlite_settings)
+    # The steps mark a file outside their workspace: only an unsandboxed python step can.
+    return thread_server(dataclasses.replace(sqlite_settings, plan_shell="host"))
 
 
 def ran(markers: Path) -> list[str]:
@@ -314,6 +316,7 @@ def test_bodies_over_the_limit_answer_413(plan_env, thread_server, tmp_path, mar
         api_keys={"key-a": "a"},
         max_dom_bytes=20_000,
         max_manifest_steps=1,
+        plan_shell="host",  # the steps mark a file outside their workspace
     )
     client = thread_server(settings).client()
     two = {"steps": [python_step("a", markers), python_step("b", markers)]}

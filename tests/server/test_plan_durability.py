@@ -32,6 +32,8 @@ def servers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp
     workspace.mkdir(exist_ok=True)
     monkeypatch.setenv("VERILOOP_TOOLS", "plan_tools:TOOLS")
     monkeypatch.setenv("VERILOOP_WORKSPACE", str(workspace))
+    # The steps mark a file outside their workspace: only an unsandboxed python step can.
+    monkeypatch.setenv("VERILOOP_PLAN_SHELL", "host")
     monkeypatch.setenv(
         "PYTHONPATH", os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
     )

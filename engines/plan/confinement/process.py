@@ -48,6 +48,11 @@ class CommandRun:
     """The confinement layers it ran under (see :data:`~.sandbox.LAYERS`)."""
     stopped: str | None = None
     """Why it was stopped before it ended (a limit it went past); None: it ended, or timed out."""
+    output_bytes: int = 0
+    """How much it wrote to its standard output (all of it, not only the tail kept)."""
+    leftovers: tuple[str, ...] = ()
+    """Processes of its session still running after it ended (killed then), one line each.
+    Sandboxed ones never show here: the pid namespace ends with the command."""
 
 
 async def run_command(
@@ -61,10 +66,13 @@ async def run_command(
     confinement: Confinement = DEFAULT_CONFINEMENT,
     writable: Sequence[Path] = (),
     readonly: Sequence[Path] = (),
+    args: Sequence[str] = (),
+    stdin: bytes | None = None,
 ) -> CommandRun:
     """Run ``command`` through the shell in ``workspace``, in its own process group; kill the group
     after ``timeout_s`` (exit_code None, timed_out True), when cancelled, and once the command has
-    ended (its stray children go with it). Output goes to temporary files, so a child that keeps
+    ended (its stray children go with it, and so does whatever left the group but not the
+    session: :attr:`CommandRun.leftovers`). Output goes to temporary files, so a child that keeps
     the output open cannot hold the run, and only the tails are read back. Raises OSError when
     the command cannot start (e.g. a missing workspace).
 
@@ -73,7 +81,8 @@ async def run_command(
     bubblewrap as ``confinement`` says, with ``writable`` folders besides the workspace and
     ``readonly`` paths bound read-only over both (see :func:`launch`). A command
     that must not start (``confinement`` forbids processes, or requires a sandbox that cannot
-    start) raises ProcessRefused and runs nothing."""
+    start) raises ProcessRefused and runs nothing. ``args`` follow the command (the shell's ``$0``,
+    ``$1``...); ``stdin`` is what it reads (nothing when None)."""
     # Finding bwrap (and probing it once), temporary files and reading them back are blocking
     # calls: keep them off the event loop.
     how = await asyncio.to_thread(
@@ -84,17 +93,16 @@ async def run_command(
         writable=writable,
         readonly=readonly,
     )
-    sink, errors = await asyncio.to_thread(
-        lambda: (tempfile.TemporaryFile(), tempfile.TemporaryFile())
-    )
+    sink, errors, given = await asyncio.to_thread(_files, stdin)
     try:
         try:
             proc = await asyncio.create_subprocess_exec(
                 *how.argv,
                 "-c",
                 command,
+                *args,
                 cwd=str(workspace),
-                stdin=asyncio.subprocess.DEVNULL,
+                stdin=asyncio.subprocess.DEVNULL if given is None else given,
                 stdout=sink,
                 stderr=errors if split_stderr else asyncio.subprocess.STDOUT,
                 start_new_session=True,
@@ -104,6 +112,8 @@ async def run_command(
         finally:
             for fd in how.pass_fds:
                 os.close(fd)
+            if given is not None:
+                given.close()
         timed_out = False
         stopped = None
         try:
@@ -118,12 +128,14 @@ async def run_command(
                 _kill_group(proc.pid)
                 await proc.wait()
         finally:
+            leftovers = await asyncio.to_thread(kill_session, proc.pid)
             _kill_group(proc.pid)
             # Nothing privileged survives the process: no setuid/setgid file for the host.
             await asyncio.to_thread(strip_privilege_bits, [Path(workspace), *writable])
         output, stderr = await asyncio.to_thread(
             lambda: (_tail(sink, tail_chars), _tail(errors, tail_chars) if split_stderr else "")
         )
+        output_bytes = sink.seek(0, os.SEEK_END)
     finally:
         sink.close()
         errors.close()
@@ -138,7 +150,19 @@ async def run_command(
         stderr,
         layers=how.layers,
         stopped=stopped,
+        output_bytes=output_bytes,
+        leftovers=tuple(leftovers),
     )
+
+
+def _files(stdin: bytes | None) -> tuple[Any, Any, Any]:
+    """Temporary files for the output and standard error, and one holding ``stdin`` (or None)."""
+    given = None
+    if stdin is not None:
+        given = tempfile.TemporaryFile()
+        given.write(stdin)
+        given.seek(0)
+    return tempfile.TemporaryFile(), tempfile.TemporaryFile(), given
 
 
 async def _watch_disk(
@@ -176,9 +200,31 @@ def _tail(sink: Any, limit: int) -> str:
     return text
 
 
+def kill_session(session: int) -> list[str]:
+    """Kill every process still running in ``session`` (its leader's pid; a command's children
+    that left its process group stay in its session unless they start their own); one line
+    (pid and command) for each."""
+    found: list[str] = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == session:
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()
+            if fields[0] in (b"Z", b"X") or int(fields[3]) != session:
+                continue
+            with open(f"/proc/{entry.name}/cmdline", "rb") as line:
+                command = line.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        found.append(f"process {entry.name} ({command[:80] or '?'})")
+    return found
+
+
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
 
 
-__all__ = ["OUTPUT_TAIL_CHARS", "CommandRun", "run_command"]
+__all__ = ["OUTPUT_TAIL_CHARS", "CommandRun", "kill_session", "run_command"]
