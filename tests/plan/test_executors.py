@@ -426,7 +426,7 @@ async def test_shell_leaves_no_background_children_behind(tmp_path: Path) -> Non
     child = int((tmp_path / "child.pid").read_text())
     # Killed with the step, which fails for leaving it running.
     assert not result.ok and result.output["stdout"] == "done\n"
-    assert f"process {child} (sleep 30)" in result.error
+    assert f"process {child} (" in result.error  # its command line: sh, or sleep once exec'd
     assert time.monotonic() - started < 10  # not the child's 30 s
     for _ in range(50):
         if _gone(child):
