@@ -14,7 +14,9 @@ from veriloop.llm.scripted import ScriptedModelServer
 from veriloop.runners.demo.playbook import DemoPlaybook
 from veriloop.runners.demo.server import DemoAppServer
 
-sys.path.insert(0, str(Path(__file__).parent))  # importlib mode: let the tests import extension_kit
+# importlib mode: let the tests import extension_kit, and it the service tests' kit
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+sys.path.insert(0, str(Path(__file__).parent))
 
 from extension_kit import Extension, Service, chromium  # noqa: E402
 

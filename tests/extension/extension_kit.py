@@ -13,15 +13,14 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import BrowserContext, Page, Worker
+from service_testkit import free_port, wait_healthy
 
 from veriloop.llm.endpoint import SCRIPTED_MODEL
 from veriloop.runners.browser.client import ChromiumNotFound, chromium_path
@@ -38,14 +37,6 @@ def chromium() -> str:
         return chromium_path()
     except ChromiumNotFound as exc:
         pytest.skip(f"Chromium is not installed: {exc}")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @dataclass
@@ -92,16 +83,8 @@ class Service:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 60
-        while True:
-            assert self.process.poll() is None, "veriloop serve exited"
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "veriloop serve did not answer /healthz"
-            time.sleep(0.1)
+        wait_healthy(self.url, self.process, lambda: "(its output is not kept)")
+        return self
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.process is not None and self.process.poll() is None:
