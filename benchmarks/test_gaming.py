@@ -144,6 +144,8 @@ def layers_of(checks: list[CheckResult], diagnosis: str = "") -> list[str]:
     found: list[str] = []
     if "scope" in diagnosis:
         found.append("write scope")
+    if "running after it returned" in diagnosis:
+        found.append("left running")
     for check in checks:
         if check.passed and not check.errored:
             continue
