@@ -3,8 +3,8 @@
 The bundled project (``runners/plan/demo_project/project``: a text buffer with insert, delete, undo and
 redo, stubbed, with real pytest tests, one test file per implementation step named
 ``tests/test_{step_id}.py``) is copied to a temporary workspace, and ``runners/plan/demo_project/manifest.yaml``
-runs on it: a python data step (checked by predicates), then three implementation steps in
-parallel, a synthesis gate that replays the sample edits through the finished buffer, and a
+runs on it: a python data step (checked by predicates) beside three implementation steps, all in
+parallel on disjoint declared writes, a synthesis gate that replays the sample edits through the finished buffer, and a
 human review that the demo approves automatically.
 
 With ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` set, the configured model writes the code (its file
