@@ -70,7 +70,7 @@ import json
 import re
 import shlex
 import tomllib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -222,17 +222,21 @@ async def run_checks(
     diff = in_scope_changes(diff, step.writes, writes_tests=step.writes_tests)
     if hidden:  # the operator's hidden files win over anything at their paths
         baseline = {**baseline, "tree": {**tree, **hidden}}
-    judge = (
-        await asyncio.to_thread(
-            _tree_for,
-            {**judge_files(tree, workspace, diff), **(hidden or {})},
-            workspace,
-            baseline,
-            confinement,
+    try:
+        judge = (
+            await asyncio.to_thread(
+                _tree_for,
+                {**judge_files(tree, workspace, diff), **(hidden or {})},
+                workspace,
+                baseline,
+                confinement,
+                hidden or {},
+            )
+            if baseline.get("version")
+            else None
         )
-        if baseline.get("version")
-        else None
-    )
+    except SnapshotMissing as exc:  # judged without a hidden file, the step could pass unearned
+        return [_errored("tests", "tests", f"the hidden files cannot be judged: {exc}")]
     try:
         return await _judge(
             step,
@@ -861,14 +865,16 @@ def _tree_for(
     workspace: Path,
     baseline: Mapping[str, Any],
     confinement: Confinement,
+    required: Iterable[str] = (),
 ) -> JudgeTree:
-    """A judge's tree of ``files``; an idle one patched when only sandboxed processes (which see
-    it read-only) will use it."""
+    """A judge's tree of ``files`` (holding each of ``required``); an idle one patched when only
+    sandboxed processes (which see it read-only) will use it."""
     return build_tree(
         files,
         workspace=workspace,
         executable=baseline.get("executable") or (),
         reuse="namespaces" in layers_for(confinement),
+        required=required,
     )
 
 

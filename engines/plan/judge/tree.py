@@ -140,6 +140,7 @@ def build_tree(
     executable: Iterable[str] = (),
     store: Path | None = None,
     reuse: bool = False,
+    required: Iterable[str] = (),
 ) -> JudgeTree:
     """A tree holding exactly ``files`` (see :func:`judge_files`). A blob missing from the store
     (too large to keep) is copied from ``workspace`` only when the copy still has its pre-step
@@ -147,7 +148,9 @@ def build_tree(
     executable. ``reuse``: only sandboxed processes will use the tree (bound read-only), so an
     idle tree that only such processes used is patched into it (its differing files replaced,
     the step's copies always), and it goes back to the pool when retired. ``store``: see
-    :func:`~veriloop.engines.plan.judge.snapshot.active_store`."""
+    :func:`~veriloop.engines.plan.judge.snapshot.active_store`. ``required``: paths the tree must
+    hold (the run's hidden files, which have no live copy): SnapshotMissing naming those it could
+    not place."""
     store = active_store(store)
     runnable = frozenset(executable)
     judge = None
@@ -166,6 +169,11 @@ def build_tree(
         judge = JudgeTree(base, root, scratch, scratch / "pytest.ini", {}, [root])
     try:
         _lay_out(judge, files, runnable, Path(workspace), store)
+        if missing := sorted(rel for rel in required if not (judge.root / rel).is_file()):
+            raise SnapshotMissing(
+                f"the judge's tree cannot hold {', '.join(missing)}: the stored copy is gone or "
+                "was altered"
+            )
     except BaseException:
         judge.close()
         raise
@@ -248,21 +256,19 @@ POOL_SIZE = 4
 """Idle trees kept for reuse (one per check that may run at once is plenty)."""
 _pool: list[JudgeTree] = []
 _pool_lock = threading.Lock()
-_shared: set[str] = set()
-"""Blobs this process made read-only and readable by all (a link shares its blob's mode)."""
 
 
 def _place_blob(digest: str, target: Path, store: Path, fallback: Path, runnable: bool) -> None:
     blob = store / digest[:2] / digest
     if not runnable:
         try:
-            if digest not in _shared:
-                os.chmod(blob, 0o444)
-                _shared.add(digest)
             os.link(blob, target)
+            # The inode just linked (a link shares its mode), readable by the judge's user: the
+            # path may hold a new 0600 copy of the same content since it was last linked.
+            os.chmod(target, 0o444)
             return
         except OSError:  # gone, another file system, or links refused: a copy does
-            pass
+            target.unlink(missing_ok=True)
     try:
         data = read_blob(digest, store)
     except SnapshotMissing:
