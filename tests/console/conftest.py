@@ -62,7 +62,9 @@ def launch(
             VERILOOP_REPLAN_COOLDOWN_S="0",
             VERILOOP_TOOLS="plan_tools:TOOLS",
             VERILOOP_WORKSPACE=str(root / "workspace"),
-            VERILOOP_PLAN_SHELL="sandboxed",  # the command-approval flow runs what a person approved
+            # The command-approval flow runs what a person approved; the python steps mark a file
+            # outside their workspace, which only an unsandboxed step can.
+            VERILOOP_PLAN_SHELL="host",
             PYTHONPATH=str(SERVER_TESTS),
             LANGSMITH_TRACING="false",
         )

@@ -51,7 +51,9 @@ def test_a_run_whose_model_fails_is_paused_with_its_reason_then_resumed(
     monkeypatch.setenv("VERILOOP_TOOLS", "plan_tools:TOOLS")
     monkeypatch.setenv("VERILOOP_WORKSPACE", str(tmp_path))
     monkeypatch.setenv("VERILOOP_LLM_MAX_RETRIES", "0")
-    client = thread_server(sqlite_settings).client()
+    # The python step marks a file in its root-owned folder: only an unsandboxed step can.
+    settings = dataclasses.replace(sqlite_settings, plan_shell="host")
+    client = thread_server(settings).client()
     scripted_model.script("execution", Fail(400, "model gone"))
     manifest = {
         "steps": [
@@ -71,4 +73,5 @@ def test_a_run_whose_model_fails_is_paused_with_its_reason_then_resumed(
     done = {"notes": "[SUCCESS]: wrote it", "output": "a line"}
     scripted_model.script("execution", ToolCalls([("mark_step", done)]))
     assert client.post(f"/api/plans/{run_id}/resume").status_code == 202
-    assert wait_for_run(client, run_id)["status"] == "completed"
+    final = wait_for_run(client, run_id)
+    assert final["status"] == "completed", final["steps"]

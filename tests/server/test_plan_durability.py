@@ -71,14 +71,16 @@ def test_kill_9_mid_run_then_resume_does_not_rerun_finished_steps(
     start = servers(request, monkeypatch, tmp_path)
     markers = tmp_path / "markers.txt"
     # Level 0: a, b. Level 1: fast (finishes) beside slow (hangs on its first run). Level 2: last.
+    # The markers are outside the workspace: the steps change no file there (writes: []), so
+    # they run side by side.
     manifest = {
         "goal": "survive kill -9",
         "steps": [
-            python_step("a", markers),
-            python_step("b", markers),
-            python_step("fast", markers, sleep=0.1, depends_on=["a"]),
-            python_step("slow", markers, first_sleep=120, sleep=0.1, depends_on=["b"]),
-            python_step("last", markers, depends_on=["fast", "slow"]),
+            python_step("a", markers, writes=[]),
+            python_step("b", markers, writes=[]),
+            python_step("fast", markers, sleep=0.1, depends_on=["a"], writes=[]),
+            python_step("slow", markers, first_sleep=120, sleep=0.1, depends_on=["b"], writes=[]),
+            python_step("last", markers, depends_on=["fast", "slow"], writes=[]),
         ],
     }
     server = start(database_url)
