@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -85,13 +87,22 @@ async def plan_services(database_url: str, workspace: str) -> AsyncIterator[list
                 p.checkpointer,
                 p.store,
                 LocalLocks(60),
-                context=PlanContext(tools=TOOLS, workspace=workspace),
+                # Fencing, not confinement, is under test: the steps mark a shared file.
+                context=PlanContext(tools=TOOLS, workspace=workspace, sandbox="off"),
                 max_manifest_bytes=1_000_000,
                 manifest_limits=Settings().manifest_limits,
             )
             stack.push_async_callback(service.aclose)
             made.append(service)
         yield made
+
+
+async def _until_marked(markers: Path, name: str, timeout_s: float = 60) -> None:
+    """Until a step marked ``name`` (fails, never hangs, when it never does)."""
+    deadline = time.monotonic() + timeout_s
+    while name not in (markers.read_text() if markers.exists() else ""):
+        assert time.monotonic() < deadline, f"{name} never ran"
+        await asyncio.sleep(0.02)
 
 
 def siblings(database_url: str) -> int:
@@ -350,8 +361,7 @@ async def test_two_executions_of_one_plan_run_record_each_batch_once(database_ur
     }
     async with plan_services(database_url, str(tmp_path)) as (a, b):
         run_id = (await a.start(TENANT, PlanRunRequest(manifest=manifest))).run_id
-        while "slow" not in (markers.read_text() if markers.exists() else ""):
-            await asyncio.sleep(0.02)
+        await _until_marked(markers, "slow")
         await b.resume(TENANT, run_id)  # a's lock died: b takes the run from the same checkpoint
         thread = scoped_id(TENANT, run_id)  # the run's thread: run ids are per tenant
         while await a.executing(thread) or await b.executing(thread):
@@ -384,8 +394,7 @@ async def test_a_join_taken_by_a_lane_runs_once_when_a_second_execution_resumes_
     }
     async with plan_services(database_url, str(tmp_path)) as (a, b):
         run_id = (await a.start(TENANT, PlanRunRequest(manifest=manifest))).run_id
-        while "slow" not in (markers.read_text() if markers.exists() else ""):
-            await asyncio.sleep(0.02)
+        await _until_marked(markers, "slow")
         await b.resume(TENANT, run_id)  # a's lock died: b takes the run from the same checkpoint
         thread = scoped_id(TENANT, run_id)
         while await a.executing(thread) or await b.executing(thread):
