@@ -10,11 +10,11 @@ once more after one change made with lxml.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import lxml.html
 import pytest
 
+from benchmarks.verification_pairs import DEFAULT_CORPUS as CORPUS
 from veriloop.engines.observation import (
     CONTENT_UPDATED_NO_SKELETON_CHANGE,
     build_observation_list,
@@ -23,8 +23,6 @@ from veriloop.engines.observation import (
 from veriloop.engines.skeleton import MAX_BLOCKS, extract_semantic_skeleton, to_utf8
 from veriloop.schemas.page_contract import BACKGROUND_ATTR
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "html"
-"""``../shared/corpus/html`` next to the repository, as ``benchmarks.verification_pairs`` finds it."""
 URL = "https://corpus.example/page"
 FORM_PAGE = "formasaurus__capitalbikeshare.com-register-457.html"
 SHOP_PAGE = "formasaurus__campingworld.com-cart-447.html"

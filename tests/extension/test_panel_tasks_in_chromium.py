@@ -7,7 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from extension_kit import Extension, Service, start_task, wait_final, wait_forgotten
+from extension_kit import (
+    Extension,
+    Service,
+    start_task,
+    task_in_new_tab,
+    wait_final,
+    wait_forgotten,
+)
 
 from veriloop.llm.scripted import ScriptedModelServer, ScriptedRequest
 from veriloop.runners.demo.playbook import DemoPlaybook, PageExcerpt
@@ -99,29 +106,25 @@ def test_an_earlier_task_opens_with_its_steps(
     extension: Extension, service: Service, demo_app: DemoAppServer
 ) -> None:
     extension.configure(service.url)
-    page, tab_id = extension.open_app(demo_app.url)
-    panel = extension.panel(tab_id)
-    start_task(panel, SEARCH_PATIENT)
-    assert wait_final(panel) == "completed"
-    first = extension.record(tab_id)["task"]
-    start_task(panel, DARK_THEME)  # a follow-up: the first task becomes an earlier one
+    with task_in_new_tab(extension, demo_app.url, SEARCH_PATIENT) as (_page, tab_id, panel):
+        assert wait_final(panel) == "completed"
+        first = extension.record(tab_id)["task"]
+        start_task(panel, DARK_THEME)  # a follow-up: the first task becomes an earlier one
 
-    earlier = panel.locator("#history details").first
-    earlier.locator("summary").wait_for()
-    assert SEARCH_PATIENT in earlier.locator("summary").inner_text()
-    assert not earlier.locator("li.step").first.is_visible()  # closed until asked
-    earlier.locator("summary").click()
-    steps = earlier.locator("li.step")
-    assert steps.count() == len(first["steps"])
-    assert [steps.nth(i).locator("code").inner_text() for i in range(steps.count())] == [
-        s["action"] for s in first["steps"]
-    ]
-    assert "✓ worked" in steps.first.inner_text()
-    # It stays open while the panel follows the running task.
-    assert wait_final(panel) == "completed"
-    assert earlier.evaluate("d => d.open") and steps.first.is_visible()
-    page.close()
-    panel.close()
+        earlier = panel.locator("#history details").first
+        earlier.locator("summary").wait_for()
+        assert SEARCH_PATIENT in earlier.locator("summary").inner_text()
+        assert not earlier.locator("li.step").first.is_visible()  # closed until asked
+        earlier.locator("summary").click()
+        steps = earlier.locator("li.step")
+        assert steps.count() == len(first["steps"])
+        assert [steps.nth(i).locator("code").inner_text() for i in range(steps.count())] == [
+            s["action"] for s in first["steps"]
+        ]
+        assert "✓ worked" in steps.first.inner_text()
+        # It stays open while the panel follows the running task.
+        assert wait_final(panel) == "completed"
+        assert earlier.evaluate("d => d.open") and steps.first.is_visible()
 
 
 def test_a_failed_step_quotes_the_page_s_error(
@@ -144,24 +147,20 @@ def test_a_starting_worker_forgets_the_tasks_of_tabs_that_are_gone(
     extension: Extension, service: Service, demo_app: DemoAppServer
 ) -> None:
     extension.configure(service.url)
-    page, tab_id = extension.open_app(demo_app.url)
-    panel = extension.panel(tab_id)
-    start_task(panel, SEARCH_PATIENT)
-    assert wait_final(panel) == "completed"
-    gone = 987654  # a tab closed while no worker ran
-    extension.worker.evaluate(
-        """id => chrome.storage.local.set({
-            [`tab:${id}`]: {tabId: id, task: {taskId: "t", goal: "old", state: "running", steps: []},
-                            history: []},
-            [`pending:${id}`]: {requestId: "r", body: {}},
-        })""",
-        gone,
-    )
-    cdp = extension.context.new_cdp_session(panel)
-    cdp.send("ServiceWorker.enable")
-    cdp.send("ServiceWorker.stopAllWorkers")
-    panel.reload()  # the panel wakes a new worker
-    wait_forgotten(extension, gone)
-    assert extension.record(tab_id)["task"]["state"] == "completed"  # a live tab's task stays
-    page.close()
-    panel.close()
+    with task_in_new_tab(extension, demo_app.url, SEARCH_PATIENT) as (_page, tab_id, panel):
+        assert wait_final(panel) == "completed"
+        gone = 987654  # a tab closed while no worker ran
+        extension.worker.evaluate(
+            """id => chrome.storage.local.set({
+                [`tab:${id}`]: {tabId: id, task: {taskId: "t", goal: "old", state: "running", steps: []},
+                                history: []},
+                [`pending:${id}`]: {requestId: "r", body: {}},
+            })""",
+            gone,
+        )
+        cdp = extension.context.new_cdp_session(panel)
+        cdp.send("ServiceWorker.enable")
+        cdp.send("ServiceWorker.stopAllWorkers")
+        panel.reload()  # the panel wakes a new worker
+        wait_forgotten(extension, gone)
+        assert extension.record(tab_id)["task"]["state"] == "completed"  # a live tab's task stays
