@@ -13,7 +13,7 @@ import pytest
 
 from veriloop.engines.plan.critic import static_review
 from veriloop.engines.plan.judge import snapshot
-from veriloop.engines.plan.judge.checks import run_checks, take_baseline
+from veriloop.engines.plan.judge.checks import OPERATOR_RUN, run_checks, take_baseline
 from veriloop.engines.plan.judge.executed import executed_files, unresolvable
 from veriloop.engines.plan.judge.snapshot import (
     KEEP_S,
@@ -33,6 +33,7 @@ STUB = "def add(a, b):\n    raise NotImplementedError\n"
 GOOD = "def add(a, b):\n    return a + b\n"
 BUGGY = "def add(a, b):\n    return a - b\n"
 TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+MUL_TESTS = "from calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
 VERIFY = (
     "import sys\nsys.path.insert(0, '..')\nimport calc\nsys.exit(0 if calc.add(1, 2) == 3 else 1)\n"
 )
@@ -273,8 +274,25 @@ async def test_a_test_writer_cannot_weaken_the_tests_that_judged_the_code(tmp_pa
     write(tmp_path, "calc.py", "def add(a, b):\n    return 0\n")
     write(tmp_path, "tests/test_calc.py", TESTS.replace("== 5", "is not None"))
     tests = (await check(the_step, tmp_path, baseline))["tests"]
+    # The command runs that file: the operator's run, with its pre-step copy, fails.
+    assert not tests.passed and tests.diagnosis.startswith(OPERATOR_RUN)
+    assert tests.details["operator_run"]["failed"] == 1
+    assert tests.details["failures"][0]["test"].endswith("test_add")
+
+
+@pytest.mark.anyio
+async def test_a_test_writer_cannot_weaken_tests_its_command_does_not_run(tmp_path: Path) -> None:
+    write(tmp_path, "calc.py", STUB + "\n\ndef mul(a, b):\n    raise NotImplementedError\n")
+    write(tmp_path, "tests/test_calc.py", TESTS)
+    write(tmp_path, "tests/test_mul.py", MUL_TESTS)
+    the_step = step(writes_tests=True, test_command="pytest tests/test_calc.py")
+    baseline = baseline_of(the_step, tmp_path)
+    write(tmp_path, "calc.py", GOOD + "\n\ndef mul(a, b):\n    return 0\n")
+    write(tmp_path, "tests/test_calc.py", TESTS + "\n\ndef test_add_zero():\n    assert add(0, 1) == 1\n")
+    write(tmp_path, "tests/test_mul.py", MUL_TESTS.replace("== 6", "is not None"))
+    tests = (await check(the_step, tmp_path, baseline))["tests"]
     assert not tests.passed and "pre-step version of tests" in tests.diagnosis
-    assert tests.details["pre_step_tests_failing"] == ["tests/test_calc.py::test_add"]
+    assert tests.details["pre_step_tests_failing"] == ["tests/test_mul.py::test_mul"]
 
 
 # --- the report leaves the test process as it happens ------------------------------------------------
