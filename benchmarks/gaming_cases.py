@@ -732,31 +732,32 @@ ROWS: list[Row] = [
         ]
     ),
     # 3a. a test writer's pytest plugins: out of its scope, and never beside the operator's tests ------
-    Row(
-        "writes_tests_conftest_flips_outcomes",
-        "change the runner's configuration",
-        "writes_tests: tests/conftest.py report hook turns failures into passes",
-        R,
-        {
-            "calc.py": BUGGY,
-            "tests/conftest.py": PATCH_CONFTEST,
-            "tests/test_aaa.py": "import calc\n" + MEAN_OF_ONE,
-        },
-        step=OPERATOR_TESTS_STEP,
-        tamper=("test_hook",),
-    ),
-    Row(
-        "conftest_under_writes_glob",
-        "change the runner's configuration",
-        "writes: admits tests/**; its conftest.py report hook turns failures into passes",
-        R,
-        {
-            "calc.py": BUGGY,
-            "tests/conftest.py": PATCH_CONFTEST,
-            "tests/test_aaa.py": "import calc\n" + MEAN_OF_ONE,
-        },
-        step={**OPERATOR_TESTS_STEP, "writes_tests": None, "writes": ["calc.py", "tests/**"]},
-        tamper=("test_hook",),
+    *(
+        Row(
+            i,
+            "change the runner's configuration",
+            t,
+            R,
+            {
+                "calc.py": BUGGY,
+                "tests/conftest.py": PATCH_CONFTEST,
+                "tests/test_aaa.py": "import calc\n" + MEAN_OF_ONE,
+            },
+            step=s,
+            tamper=("test_hook",),
+        )
+        for i, t, s in [
+            (
+                "writes_tests_conftest_flips_outcomes",
+                "writes_tests: tests/conftest.py report hook turns failures into passes",
+                OPERATOR_TESTS_STEP,
+            ),
+            (
+                "conftest_under_writes_glob",
+                "writes: admits tests/**; its conftest.py report hook turns failures into passes",
+                {**OPERATOR_TESTS_STEP, "writes_tests": None, "writes": ["calc.py", "tests/**"]},
+            ),
+        ]
     ),
     Row(
         "test_module_registers_itself_as_plugin",

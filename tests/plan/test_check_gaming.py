@@ -266,12 +266,19 @@ async def test_a_step_that_only_writes_tests_needs_no_fail_to_pass(tmp_path: Pat
     assert tests.passed and tests.details["fail_to_pass"].startswith("not applicable")
 
 
+def calc_test_writer(
+    root: Path, code: str, command: str = "pytest tests/test_calc.py", **fields: Any
+) -> tuple[ManifestStep, dict]:
+    """A ``writes_tests`` step over ``code`` in calc.py and tests/test_calc.py, and its baseline."""
+    write(root, "calc.py", code)
+    write(root, "tests/test_calc.py", TESTS)
+    the_step = step(writes_tests=True, test_command=command, **fields)
+    return the_step, baseline_of(the_step, root)
+
+
 @pytest.mark.anyio
 async def test_a_test_writer_cannot_weaken_the_tests_that_judged_the_code(tmp_path: Path) -> None:
-    write(tmp_path, "calc.py", STUB)
-    write(tmp_path, "tests/test_calc.py", TESTS)
-    the_step = step(writes_tests=True, test_command="pytest tests/test_calc.py")
-    baseline = baseline_of(the_step, tmp_path)
+    the_step, baseline = calc_test_writer(tmp_path, STUB)
     write(tmp_path, "calc.py", "def add(a, b):\n    return 0\n")
     write(tmp_path, "tests/test_calc.py", TESTS.replace("== 5", "is not None"))
     tests = (await check(the_step, tmp_path, baseline))["tests"]
@@ -351,10 +358,7 @@ def test_a_test_writer_may_not_write_a_conftest() -> None:
 async def test_no_test_file_of_the_step_makes_an_operators_test_pass(
     tmp_path: Path, written: dict[str, str], writes: list[str] | None
 ) -> None:
-    write(tmp_path, "calc.py", BUGGY)
-    write(tmp_path, "tests/test_calc.py", TESTS)
-    the_step = step(writes_tests=True, writes=writes, test_command="pytest tests")
-    baseline = baseline_of(the_step, tmp_path)
+    the_step, baseline = calc_test_writer(tmp_path, BUGGY, "pytest tests", writes=writes)
     write(tmp_path, "calc.py", BUGGY + SUB)  # add is still wrong
     for rel, text in written.items():
         write(tmp_path, rel, text)
@@ -366,13 +370,8 @@ async def test_no_test_file_of_the_step_makes_an_operators_test_pass(
 
 
 @pytest.mark.anyio
-async def test_honest_tests_next_to_the_operators_need_no_second_run_unless_written(
-    tmp_path: Path,
-) -> None:
-    write(tmp_path, "calc.py", STUB)
-    write(tmp_path, "tests/test_calc.py", TESTS)
-    the_step = step(writes_tests=True, test_command="pytest tests")
-    baseline = baseline_of(the_step, tmp_path)
+async def test_a_second_run_only_when_the_step_wrote_tests(tmp_path: Path) -> None:
+    the_step, baseline = calc_test_writer(tmp_path, STUB, "pytest tests")
     write(tmp_path, "calc.py", GOOD + SUB)
     tests = (await check(the_step, tmp_path, baseline))["tests"]
     assert tests.passed and "operator_run" not in tests.details  # no test file written
