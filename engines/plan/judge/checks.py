@@ -340,7 +340,9 @@ async def _judge(
     tests_result: CheckResult | None = None
     if step.requires_testing is not False:
         # The command known before the step; one found only now runs tests the step wrote.
-        command = named_tests_command(step, step.test_command or baseline.get("test_command"))
+        command = await asyncio.to_thread(
+            named_tests_command, step, step.test_command or baseline.get("test_command")
+        )
         if command is None:
             command = await asyncio.to_thread(discover_test_command, step.id, where)
         if command is None and step.requires_testing:
@@ -438,7 +440,7 @@ _collections: dict[str, list[str]] = {}
 async def _missing_tests(
     run: TestRun,
     operator: TestRun | None,
-    command: str,
+    pre_command: str | None,
     step: ManifestStep,
     baseline: Mapping[str, Any],
     where: Path,
@@ -446,7 +448,8 @@ async def _missing_tests(
     confinement: Confinement,
 ) -> list[str]:
     """Named tests that were not collected or did not pass, and tests the judge's run lost of the
-    ones the command collects on the pre-step code. With an ``operator`` run (the step wrote test
+    ones the command collects on the pre-step code (``pre_command``, see
+    :func:`~veriloop.engines.plan.judge.named.pre_step_command`). With an ``operator`` run (the step wrote test
     files), the named tests of pre-step files and the pre-step collection are judged there, each
     test kept; the main ``run`` judges the named tests the step added and keeps the count."""
     tree: dict[str, str] = dict(baseline.get("tree") or {})
@@ -460,13 +463,7 @@ async def _missing_tests(
             f"{OPERATOR_RUN}: {problem}"
             for problem in named_problems(theirs, operator.items or [], operator.outcomes or {})
         ]
-    before = await _pre_step_collection(
-        pre_step_command(step, step.test_command or baseline.get("test_command"), tree),
-        baseline,
-        where,
-        timeout_s,
-        confinement,
-    )
+    before = await _pre_step_collection(pre_command, baseline, where, timeout_s, confinement)
     lost = lost_tests(before, run.items or [], writes_tests=step.writes_tests)
     if operator is not None and (
         lost_here := lost_tests(before, operator.items or [], writes_tests=False)
@@ -502,7 +499,7 @@ async def _pre_step_collection(
 
 
 async def _operator_run(
-    step: ManifestStep,
+    command: str | None,
     baseline: Mapping[str, Any],
     diff: Mapping[str, str],
     workspace: Path,
@@ -511,14 +508,12 @@ async def _operator_run(
 ) -> TestRun | None:
     """The operator's tests run on the step's code without any test file the step wrote (added
     ones absent, changed or deleted ones at their pre-step version), so no test module, conftest
-    or plugin of the step can make them pass. None when the step wrote no test file, or there
-    are no operator's tests to run: a pytest command restricted to the pre-step tree
-    (:func:`~veriloop.engines.plan.judge.named.pre_step_command`) with nothing left, or another
-    command (it runs once, as it stands)."""
+    or plugin of the step can make them pass. ``command``: the test command restricted to the
+    pre-step tree (:func:`~veriloop.engines.plan.judge.named.pre_step_command`). None when the
+    step wrote no test file, or there are no operator's tests to run: no such command, or one
+    other than pytest (it runs once, as it stands)."""
     if not any(is_test_path(rel) for rel in diff):
         return None
-    tree: dict[str, str] = dict(baseline.get("tree") or {})
-    command = pre_step_command(step, step.test_command or baseline.get("test_command"), tree)
     if command is None or not is_pytest_command(command):
         return None
     files = _pre_step_with(baseline, workspace, diff, tests=False)
@@ -735,9 +730,20 @@ async def _tests_check(
     if run.tampered:
         details["tampered"] = run.tampered
     problems = _run_problems(run, command, timeout_s, previous_collected)
-    operator = None
+    operator: TestRun | None = None
+    pre_command: str | None = None
+    if judge is not None:
+        # Off the event loop: the first call builds pytest's argument parser.
+        pre_command = await asyncio.to_thread(
+            pre_step_command,
+            step,
+            step.test_command or baseline.get("test_command"),
+            baseline.get("tree") or {},
+        )
     if judge is not None and not problems:
-        operator = await _operator_run(step, baseline, diff, workspace, timeout_s, confinement)
+        operator = await _operator_run(
+            pre_command, baseline, diff, workspace, timeout_s, confinement
+        )
     if operator is not None:
         details["operator_run"] = {"command": operator.command, **_counts(operator)}
         if operator.tampered:
@@ -750,7 +756,7 @@ async def _tests_check(
     if judge is not None and run.items is not None:
         problems.extend(
             await _missing_tests(
-                run, operator, command, step, baseline, workspace, timeout_s, confinement
+                run, operator, pre_command, step, baseline, workspace, timeout_s, confinement
             )
         )
     if baseline.get("version"):
