@@ -21,6 +21,7 @@ tamper scan         integrity: an AST finding in the step's diff (critical steps
 independent tests   tests: the only tests are ones the step wrote (no ``writes_tests``)
 fail-to-pass        tests: the step's own tests pass on the pre-step code too
 pre-step tests      tests: the pre-step copies of tests a test writer changed fail on its code
+operator tests      tests: the operator's tests fail in the run without the step's test files
 tests               tests: the real pytest run failed (counts from the per-test reports)
 command check       a command check (regenerated inputs, repeated calls, types) failed
 =================== ==========================================================================
@@ -53,6 +54,7 @@ from benchmarks.false_completion_cases import (
 )
 from benchmarks.gaming_cases import CHECKS, DONE, QUICK, ROWS, TOOLS, Row
 from benchmarks.plan_false_completions import CaseOutcome, run_cases
+from veriloop.engines.plan.judge.checks import OPERATOR_RUN
 from veriloop.schemas.plan_run import CheckResult, PlanRunReport
 
 Mode = Literal["sandboxed", "unsandboxed"]
@@ -162,7 +164,9 @@ def layers_of(checks: list[CheckResult], diagnosis: str = "") -> list[str]:
             if "scope" in text:
                 found.append("write scope")
         elif check.name == "tests":
-            if "no independent tests" in text:
+            if OPERATOR_RUN in text:
+                found.append("operator tests")
+            elif "no independent tests" in text:
                 found.append("independent tests")
             elif "pre-step version of tests" in text:
                 found.append("pre-step tests")

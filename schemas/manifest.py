@@ -137,7 +137,8 @@ class ManifestStep(WireModel):
     test_command: str | None = None
     writes_tests: bool = Field(
         default=False,
-        description="The step's declared job is writing tests, so changing test files is allowed.",
+        description="The step's declared job is writing tests, so changing test modules and test "
+        "data is allowed (never a conftest.py: that needs a writes: glob).",
     )
     writes: list[PathPattern] | None = Field(
         default=None,

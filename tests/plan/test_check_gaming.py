@@ -13,8 +13,9 @@ import pytest
 
 from veriloop.engines.plan.critic import static_review
 from veriloop.engines.plan.judge import snapshot
-from veriloop.engines.plan.judge.checks import run_checks, take_baseline
+from veriloop.engines.plan.judge.checks import OPERATOR_RUN, run_checks, take_baseline
 from veriloop.engines.plan.judge.executed import executed_files, unresolvable
+from veriloop.engines.plan.judge.scope import outside_scope
 from veriloop.engines.plan.judge.snapshot import (
     KEEP_S,
     SnapshotMissing,
@@ -33,6 +34,7 @@ STUB = "def add(a, b):\n    raise NotImplementedError\n"
 GOOD = "def add(a, b):\n    return a + b\n"
 BUGGY = "def add(a, b):\n    return a - b\n"
 TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+MUL_TESTS = "from calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
 VERIFY = (
     "import sys\nsys.path.insert(0, '..')\nimport calc\nsys.exit(0 if calc.add(1, 2) == 3 else 1)\n"
 )
@@ -264,17 +266,131 @@ async def test_a_step_that_only_writes_tests_needs_no_fail_to_pass(tmp_path: Pat
     assert tests.passed and tests.details["fail_to_pass"].startswith("not applicable")
 
 
+def calc_test_writer(
+    root: Path, code: str, command: str = "pytest tests/test_calc.py", **fields: Any
+) -> tuple[ManifestStep, dict]:
+    """A ``writes_tests`` step over ``code`` in calc.py and tests/test_calc.py, and its baseline."""
+    write(root, "calc.py", code)
+    write(root, "tests/test_calc.py", TESTS)
+    the_step = step(writes_tests=True, test_command=command, **fields)
+    return the_step, baseline_of(the_step, root)
+
+
 @pytest.mark.anyio
 async def test_a_test_writer_cannot_weaken_the_tests_that_judged_the_code(tmp_path: Path) -> None:
-    write(tmp_path, "calc.py", STUB)
-    write(tmp_path, "tests/test_calc.py", TESTS)
-    the_step = step(writes_tests=True, test_command="pytest tests/test_calc.py")
-    baseline = baseline_of(the_step, tmp_path)
+    the_step, baseline = calc_test_writer(tmp_path, STUB)
     write(tmp_path, "calc.py", "def add(a, b):\n    return 0\n")
     write(tmp_path, "tests/test_calc.py", TESTS.replace("== 5", "is not None"))
     tests = (await check(the_step, tmp_path, baseline))["tests"]
+    # The command runs that file: the operator's run, with its pre-step copy, fails.
+    assert not tests.passed and tests.diagnosis.startswith(OPERATOR_RUN)
+    assert tests.details["operator_run"]["failed"] == 1
+    assert tests.details["failures"][0]["test"].endswith("test_add")
+
+
+@pytest.mark.anyio
+async def test_a_test_writer_cannot_weaken_tests_its_command_does_not_run(tmp_path: Path) -> None:
+    write(tmp_path, "calc.py", STUB + "\n\ndef mul(a, b):\n    raise NotImplementedError\n")
+    write(tmp_path, "tests/test_calc.py", TESTS)
+    write(tmp_path, "tests/test_mul.py", MUL_TESTS)
+    the_step = step(writes_tests=True, test_command="pytest tests/test_calc.py")
+    baseline = baseline_of(the_step, tmp_path)
+    write(tmp_path, "calc.py", GOOD + "\n\ndef mul(a, b):\n    return 0\n")
+    write(
+        tmp_path,
+        "tests/test_calc.py",
+        TESTS + "\n\ndef test_add_zero():\n    assert add(0, 1) == 1\n",
+    )
+    write(tmp_path, "tests/test_mul.py", MUL_TESTS.replace("== 6", "is not None"))
+    tests = (await check(the_step, tmp_path, baseline))["tests"]
     assert not tests.passed and "pre-step version of tests" in tests.diagnosis
-    assert tests.details["pre_step_tests_failing"] == ["tests/test_calc.py::test_add"]
+    assert tests.details["pre_step_tests_failing"] == ["tests/test_mul.py::test_mul"]
+
+
+# --- the operator's tests are judged without the step's test files ------------------------------------
+
+PATCHES_AT_IMPORT = (
+    "import calc\n\n\ndef _fix(module):\n    module.add = lambda a, b: a + b\n\n\n_fix(calc)\n\n\n"
+    "def test_sub():\n    assert calc.sub(3, 1) == 2\n"
+)
+"""A test module that fixes ``calc.add`` when pytest imports it (a spelling the scan misses), next
+to an honest test of new code."""
+FLIPS_OUTCOMES = (
+    "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\n"
+    "def pytest_runtest_makereport(item, call):\n    outcome = yield\n"
+    "    report = outcome.get_result()\n    if report.failed:\n        report.outcome = 'passed'\n"
+)
+SELF_PLUGIN = (
+    "import pytest\n\nimport calc\n\npytest_plugins = ['test_aaa']  # this module, as a plugin\n\n\n"
+    + FLIPS_OUTCOMES.split("\n\n\n", 1)[1]
+    + "\n\ndef test_sub():\n    assert calc.sub(3, 1) == 2\n"
+)
+SUB = "\n\ndef sub(a, b):\n    return a - b\n"
+
+
+def test_a_test_writer_may_not_write_a_conftest() -> None:
+    diff = {
+        "tests/conftest.py": "added",
+        "tests/test_new.py": "added",
+        "tests/data/x.json": "added",
+    }
+    assert outside_scope(diff, None, writes_tests=True) == ["tests/conftest.py"]
+    # A conftest needs the operator's own glob.
+    assert outside_scope(diff, ["tests/conftest.py"], writes_tests=True) == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("written", "writes"),
+    [
+        ({"tests/test_aaa.py": PATCHES_AT_IMPORT}, None),
+        ({"tests/test_aaa.py": SELF_PLUGIN}, None),
+        (
+            {
+                "tests/conftest.py": FLIPS_OUTCOMES,
+                "tests/test_aaa.py": PATCHES_AT_IMPORT.replace("_fix(calc)", ""),
+            },
+            ["calc.py", "tests/**"],
+        ),
+    ],
+    ids=["module_patches_at_import", "module_registers_itself_as_plugin", "conftest_under_writes"],
+)
+async def test_no_test_file_of_the_step_makes_an_operators_test_pass(
+    tmp_path: Path, written: dict[str, str], writes: list[str] | None
+) -> None:
+    the_step, baseline = calc_test_writer(tmp_path, BUGGY, "pytest tests", writes=writes)
+    write(tmp_path, "calc.py", BUGGY + SUB)  # add is still wrong
+    for rel, text in written.items():
+        write(tmp_path, rel, text)
+    tests = (await check(the_step, tmp_path, baseline))["tests"]
+    assert not tests.passed and tests.diagnosis.startswith(OPERATOR_RUN), tests.diagnosis
+    assert tests.details["passed"] == tests.details["collected"]  # fooled with the step's files
+    assert tests.details["operator_run"]["failed"] == 1
+    assert tests.details["operator_run"]["collected"] == 1  # the step's test_aaa.py is not there
+
+
+@pytest.mark.anyio
+async def test_a_second_run_only_when_the_step_wrote_tests(tmp_path: Path) -> None:
+    the_step, baseline = calc_test_writer(tmp_path, STUB, "pytest tests")
+    write(tmp_path, "calc.py", GOOD + SUB)
+    tests = (await check(the_step, tmp_path, baseline))["tests"]
+    assert tests.passed and "operator_run" not in tests.details  # no test file written
+    write(
+        tmp_path,
+        "tests/test_sub.py",
+        "from calc import sub\n\n\ndef test_sub():\n    assert sub(3, 1) == 2\n",
+    )
+    tests = (await check(the_step, tmp_path, baseline))["tests"]
+    assert tests.passed, tests.diagnosis
+    assert tests.details["operator_run"] == {
+        "command": "pytest tests",
+        "collected": 1,
+        "passed": 1,
+        "failed": 0,
+        "errors": 0,
+        "skipped": 0,
+    }
+    assert tests.details["fail_to_pass"] == ["tests/test_sub.py::test_sub"]
 
 
 # --- the report leaves the test process as it happens ------------------------------------------------

@@ -18,7 +18,7 @@ from veriloop.context import PlanContext
 from veriloop.engines.plan.judge import tree as tree_module
 from veriloop.engines.plan.judge.checks import take_baseline
 from veriloop.engines.plan.judge.hidden import hide, restore
-from veriloop.engines.plan.judge.named import named_tests_command
+from veriloop.engines.plan.judge.named import named_tests_command, pre_step_command
 from veriloop.engines.plan.judge.snapshot import SnapshotMissing, active_store, take_snapshot
 from veriloop.engines.plan.judge.tree import build_tree, judge_files
 from veriloop.plans import PlanRunner
@@ -159,6 +159,31 @@ def test_named_tests_join_a_pytest_command() -> None:
     assert named_tests_command(named, None) == "pytest tests/test_b.py::test_x tests/test_a.py"
     assert named_tests_command(named, "pytest") == "pytest"  # the configuration's test paths
     assert named_tests_command(step(), "make test") == "make test"
+
+
+@pytest.mark.parametrize(
+    "command", ["pytest -k add", "pytest -m slow", "pytest -p no:randomly", "pytest --rootdir . -q"]
+)
+def test_an_options_value_is_not_a_path(command: str) -> None:
+    """pytest's own parser reads the command: no paths here, so the configuration's test paths
+    run and the named tests are not made the only ones."""
+    named = step(fail_to_pass=["tests/test_b.py::test_x"])
+    assert named_tests_command(named, command) == command
+    assert named_tests_command(named, f"{command} tests/test_a.py") == (
+        f"{command} tests/test_a.py tests/test_b.py::test_x"
+    )
+
+
+def test_the_operators_command_leaves_out_what_the_step_added() -> None:
+    named = step(fail_to_pass=["tests/test_new.py::test_x"], pass_to_pass=["tests/test_a.py::t"])
+    files = ["calc.py", "tests/test_a.py"]
+    assert pre_step_command(named, "pytest tests/test_a.py tests/test_new.py -q", files) == (
+        "pytest tests/test_a.py -q"
+    )
+    assert pre_step_command(named, "pytest tests/test_new.py", files) == "pytest tests/test_a.py::t"
+    assert pre_step_command(step(), "pytest tests/test_new.py", files) is None
+    assert pre_step_command(named, "pytest", files) == "pytest"
+    assert pre_step_command(named, "make test", files) == "make test"
 
 
 @pytest.mark.anyio

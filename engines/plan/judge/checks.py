@@ -21,7 +21,8 @@ tests                the test command (``step.test_command``, else the one found
                      tests than the previous attempt, and its per-test reports agree with
                      its JUnit XML; tests the step wrote judge only under ``writes_tests``
                      and only when one fails on the pre-step code (FAIL_TO_PASS), and the
-                     pre-step copies of tests it changed still pass
+                     operator's tests (the pre-step copies of test files) still pass on
+                     its code without any test file it wrote
 integrity            no test file (``tests/**``, ``test_*.py``, ``*_test.py``, ``conftest.py``, tests, test
                      ``pytest.ini``) or pytest section of pyproject.toml / setup.cfg /    config,
                      tox.ini changed, was deleted or added (``writes_tests`` allows it);  command
@@ -37,7 +38,10 @@ else is judged. Command checks and test runs run in the judge's tree
 (:mod:`~veriloop.engines.plan.judge.tree`): the pre-step snapshot plus the in-scope changes, never
 the live workspace. The operator's named tests (``fail_to_pass``, ``pass_to_pass``, and the tests
 the command collects on the pre-step snapshot) must each be collected and pass
-(:mod:`~veriloop.engines.plan.judge.named`).
+(:mod:`~veriloop.engines.plan.judge.named`). When the step wrote test files, a second run judges
+the operator's tests without them: the tree holds the step's other changes and every test file as
+it was before the step (added ones absent), so no test module, conftest or plugin of the step can
+make an operator's test pass; the first run, with the step's tests, must pass too.
 
 ``predicate[i]`` and ``command[i]`` count checks of that kind in ``step.checks`` order
 (``details["check_index"]`` is the position in ``step.checks``). Tests apply by
@@ -84,13 +88,16 @@ from veriloop.engines.plan.confinement.sandbox import (
 )
 from veriloop.engines.plan.judge.executed import executed_files
 from veriloop.engines.plan.judge.named import (
+    in_files,
     lost_tests,
     named_problems,
     named_tests,
     named_tests_command,
+    pre_step_command,
 )
 from veriloop.engines.plan.judge.scope import (
     in_scope_changes,
+    is_test_path,
     outside_scope,
     unsnapshotted,
     unsnapshotted_changes,
@@ -135,6 +142,8 @@ MAX_LISTED_PATHS = 20
 """Paths outside the step's scope spelled out in a diagnosis (details list them all)."""
 WROTE_OUTSIDE_SCOPE = "wrote_outside_scope"
 """The reason of a step that changed a file outside its write scope."""
+OPERATOR_RUN = "the operator's tests, run without the step's test files"
+"""How a problem of the run that judges the operator's tests apart from the step's is named."""
 MAX_COLLECTIONS = 256
 """Pre-step collections remembered (a retry judges against the same snapshot)."""
 """Tamper findings spelled out in a diagnosis (details list them all)."""
@@ -331,7 +340,9 @@ async def _judge(
     tests_result: CheckResult | None = None
     if step.requires_testing is not False:
         # The command known before the step; one found only now runs tests the step wrote.
-        command = named_tests_command(step, step.test_command or baseline.get("test_command"))
+        command = await asyncio.to_thread(
+            named_tests_command, step, step.test_command or baseline.get("test_command")
+        )
         if command is None:
             command = await asyncio.to_thread(discover_test_command, step.id, where)
         if command is None and step.requires_testing:
@@ -428,7 +439,8 @@ _collections: dict[str, list[str]] = {}
 
 async def _missing_tests(
     run: TestRun,
-    command: str,
+    operator: TestRun | None,
+    pre_command: str | None,
     step: ManifestStep,
     baseline: Mapping[str, Any],
     where: Path,
@@ -436,8 +448,40 @@ async def _missing_tests(
     confinement: Confinement,
 ) -> list[str]:
     """Named tests that were not collected or did not pass, and tests the judge's run lost of the
-    ones the same command collects on the pre-step code."""
-    problems = named_problems(named_tests(step), run.items or [], run.outcomes or {})
+    ones the command collects on the pre-step code (``pre_command``, see
+    :func:`~veriloop.engines.plan.judge.named.pre_step_command`). With an ``operator`` run (the step wrote test
+    files), the named tests of pre-step files and the pre-step collection are judged there, each
+    test kept; the main ``run`` judges the named tests the step added and keeps the count."""
+    tree: dict[str, str] = dict(baseline.get("tree") or {})
+    named = named_tests(step)
+    theirs = [test for test in named if in_files(test, tree)] if operator is not None else []
+    problems = named_problems(
+        [test for test in named if test not in theirs], run.items or [], run.outcomes or {}
+    )
+    if operator is not None:
+        problems += [
+            f"{OPERATOR_RUN}: {problem}"
+            for problem in named_problems(theirs, operator.items or [], operator.outcomes or {})
+        ]
+    before = await _pre_step_collection(pre_command, baseline, where, timeout_s, confinement)
+    lost = lost_tests(before, run.items or [], writes_tests=step.writes_tests)
+    if operator is not None and (
+        lost_here := lost_tests(before, operator.items or [], writes_tests=False)
+    ):
+        problems.append(f"{OPERATOR_RUN}: {lost_here}")
+    return [*problems, *([lost] if lost else [])]
+
+
+async def _pre_step_collection(
+    command: str | None,
+    baseline: Mapping[str, Any],
+    where: Path,
+    timeout_s: float,
+    confinement: Confinement,
+) -> list[str]:
+    """The tests ``command`` collects on the pre-step snapshot (remembered per snapshot)."""
+    if command is None:
+        return []
     tree: dict[str, str] = dict(baseline.get("tree") or {})
     key = hashlib.sha256(
         json.dumps([command, sorted(tree.items())], separators=(",", ":")).encode()
@@ -451,8 +495,39 @@ async def _missing_tests(
         if len(_collections) >= MAX_COLLECTIONS:
             _collections.pop(next(iter(_collections)))
         _collections[key] = before
-    lost = lost_tests(before, run.items or [], writes_tests=step.writes_tests)
-    return [*problems, *([lost] if lost else [])]
+    return before
+
+
+async def _operator_run(
+    command: str | None,
+    baseline: Mapping[str, Any],
+    diff: Mapping[str, str],
+    workspace: Path,
+    timeout_s: float,
+    confinement: Confinement,
+) -> TestRun | None:
+    """The operator's tests run on the step's code without any test file the step wrote (added
+    ones absent, changed or deleted ones at their pre-step version), so no test module, conftest
+    or plugin of the step can make them pass. ``command``: the test command restricted to the
+    pre-step tree (:func:`~veriloop.engines.plan.judge.named.pre_step_command`). None when the
+    step wrote no test file, or there are no operator's tests to run: no such command, or one
+    other than pytest (it runs once, as it stands)."""
+    if not any(is_test_path(rel) for rel in diff):
+        return None
+    if command is None or not is_pytest_command(command):
+        return None
+    files = _pre_step_with(baseline, workspace, diff, tests=False)
+    return await _run_in_tree(files, command, workspace, baseline, timeout_s, confinement)
+
+
+def _pre_step_with(
+    baseline: Mapping[str, Any], workspace: Path, diff: Mapping[str, str], *, tests: bool
+) -> dict[str, str | Path]:
+    """The pre-step tree with the step's changes to its test files (``tests``) or to everything
+    else (not ``tests``) applied from ``workspace`` (the judge's tree): its tests on the code
+    before it, or the tests before it on its code."""
+    changes = {rel: state for rel, state in diff.items() if is_test_path(rel) == tests}
+    return judge_files(baseline.get("tree") or {}, workspace, changes)
 
 
 def checks_passed(results: list[CheckResult]) -> bool:
@@ -651,16 +726,93 @@ async def _tests_check(
         "structured": run.structured,
         "report_channel": run.outcomes is not None,
     }
-    if run.structured:
-        details.update(
-            collected=run.collected,
-            passed=run.passed,
-            failed=run.failed,
-            errors=run.errors,
-            skipped=run.skipped,
-        )
+    details.update(_counts(run))
     if run.tampered:
         details["tampered"] = run.tampered
+    problems = _run_problems(run, command, timeout_s, previous_collected)
+    operator: TestRun | None = None
+    pre_command: str | None = None
+    if judge is not None:
+        # Off the event loop: the first call builds pytest's argument parser.
+        pre_command = await asyncio.to_thread(
+            pre_step_command,
+            step,
+            step.test_command or baseline.get("test_command"),
+            baseline.get("tree") or {},
+        )
+    if judge is not None and not problems:
+        operator = await _operator_run(
+            pre_command, baseline, diff, workspace, timeout_s, confinement
+        )
+    if operator is not None:
+        details["operator_run"] = {"command": operator.command, **_counts(operator)}
+        if operator.tampered:
+            details["tampered"] = operator.tampered
+        problems += [
+            f"{OPERATOR_RUN}: {problem}"
+            for problem in _run_problems(operator, operator.command, timeout_s, None)
+        ]
+    notes: list[str] = []
+    if judge is not None and run.items is not None:
+        problems.extend(
+            await _missing_tests(
+                run, operator, pre_command, step, baseline, workspace, timeout_s, confinement
+            )
+        )
+    if baseline.get("version"):
+        await _judge_own_tests(
+            run,
+            operator,
+            command,
+            step,
+            workspace,
+            baseline,
+            diff,
+            timeout_s,
+            problems,
+            notes,
+            details,
+            confinement=confinement,
+        )
+    shown = run if operator is None or operator.ok else operator  # the run that failed
+    failures = format_failures(shown)
+    if failures and shown.output:
+        output = f"{failures}\n--- output (end) ---\n{shown.output}"
+    else:
+        output = failures or shown.output
+    output = _truncate_keeping_head(output, CHECK_OUTPUT_CHARS, keep_head=len(failures))
+    if shown.failures:
+        details["failures"] = shown.failures[:20]
+    if not problems:
+        summary = (
+            f"{run.passed} of {run.collected} tests passed"
+            if run.structured
+            else f"`{command}` exited 0"
+        )
+        return CheckResult(
+            name="tests",
+            type="tests",
+            passed=True,
+            diagnosis="; ".join([summary, *notes]),
+            output=output,
+            details=details,
+        )
+    return CheckResult(
+        name="tests",
+        type="tests",
+        passed=False,
+        diagnosis="; ".join(problems),
+        output=output,
+        details=details,
+    )
+
+
+def _run_problems(
+    run: TestRun, command: str, timeout_s: float, previous_collected: int | None
+) -> list[str]:
+    """Why a test run did not pass: it timed out, its report was tampered with, tests failed,
+    errored or were skipped, it collected none (or fewer than ``previous_collected``), pytest
+    wrote no report, or the command exited non-zero."""
     problems = []
     if run.timed_out:
         problems.append(f"`{command}` did not finish within {timeout_s:g} s")
@@ -692,59 +844,25 @@ async def _tests_check(
         problems.append(f"`{command}` wrote no test report: pytest did not finish")
     if not problems and run.exit_code != 0:
         problems.append(f"`{command}` exited with status {run.exit_code}")
-    notes: list[str] = []
-    if judge is not None and run.items is not None:
-        problems.extend(
-            await _missing_tests(run, command, step, baseline, workspace, timeout_s, confinement)
-        )
-    if baseline.get("version"):
-        await _judge_own_tests(
-            run,
-            command,
-            step,
-            workspace,
-            baseline,
-            diff,
-            timeout_s,
-            problems,
-            notes,
-            details,
-            confinement=confinement,
-        )
-    failures = format_failures(run)
-    if failures and run.output:
-        output = f"{failures}\n--- output (end) ---\n{run.output}"
-    else:
-        output = failures or run.output
-    output = _truncate_keeping_head(output, CHECK_OUTPUT_CHARS, keep_head=len(failures))
-    if run.failures:
-        details["failures"] = run.failures[:20]
-    if not problems:
-        summary = (
-            f"{run.passed} of {run.collected} tests passed"
-            if run.structured
-            else f"`{command}` exited 0"
-        )
-        return CheckResult(
-            name="tests",
-            type="tests",
-            passed=True,
-            diagnosis="; ".join([summary, *notes]),
-            output=output,
-            details=details,
-        )
-    return CheckResult(
-        name="tests",
-        type="tests",
-        passed=False,
-        diagnosis="; ".join(problems),
-        output=output,
-        details=details,
-    )
+    return problems
+
+
+def _counts(run: TestRun) -> dict[str, Any]:
+    """A run's counts for a check's details (none when they did not come from a report)."""
+    if not run.structured:
+        return {}
+    return {
+        "collected": run.collected,
+        "passed": run.passed,
+        "failed": run.failed,
+        "errors": run.errors,
+        "skipped": run.skipped,
+    }
 
 
 async def _judge_own_tests(
     run: TestRun,
+    operator: TestRun | None,
     command: str,
     step: ManifestStep,
     workspace: Path,
@@ -759,7 +877,8 @@ async def _judge_own_tests(
 ) -> None:
     """Tests are a judge only when they could have failed (SWE-bench's FAIL_TO_PASS): tests the
     step wrote need ``writes_tests``, and then at least one must fail on the pre-step code (run
-    from the snapshot) and pass now, unless the step changed nothing but tests."""
+    from the snapshot) and pass now, unless the step changed nothing but tests. ``operator``: the
+    run of the operator's tests without the step's test files (see :func:`_operator_run`)."""
     written = sorted(
         rel for rel, state in diff.items() if state != "deleted" and _is_test_file(rel)
     )
@@ -783,9 +902,15 @@ async def _judge_own_tests(
     if problems or not own:
         return  # a failing run needs no proof that it could fail
     # Tests that existed before the step still hold in their pre-step form: a test writer may
-    # add assertions, not weaken the ones that judged the code before it.
-    edited = [rel for rel, state in diff.items() if state != "added" and _is_test_file(rel)]
-    broken = await _run_pre_step_tests(edited, workspace, baseline, timeout_s, confinement)
+    # add assertions, not weaken the ones that judged the code before it. Those the operator's
+    # run already ran in their pre-step form need no second run.
+    ran = {nodeid.split("::", 1)[0] for nodeid in (operator.outcomes or {})} if operator else set()
+    edited = [
+        rel
+        for rel, state in diff.items()
+        if state != "added" and _is_test_file(rel) and rel not in ran
+    ]
+    broken = await _run_pre_step_tests(edited, workspace, baseline, diff, timeout_s, confinement)
     details["pre_step_tests_failing"] = broken
     if broken:
         problems.append(
@@ -796,7 +921,7 @@ async def _judge_own_tests(
     if not any(state != "deleted" and not _is_test_file(rel) for rel, state in diff.items()):
         details["fail_to_pass"] = "not applicable: the step changed only tests"
         return
-    pre = await _run_on_pre_step_code(own, written, workspace, baseline, timeout_s, confinement)
+    pre = await _run_on_pre_step_code(own, workspace, baseline, diff, timeout_s, confinement)
     fail_to_pass, prove_nothing = [], []
     for nodeid, outcome in sorted((run.outcomes or {}).items()):
         if outcome == "passed" and nodeid.split("::", 1)[0] in own:
@@ -814,17 +939,16 @@ async def _judge_own_tests(
 
 async def _run_on_pre_step_code(
     own: list[str],
-    written: list[str],
     workspace: Path,
     baseline: Mapping[str, Any],
+    diff: Mapping[str, str],
     timeout_s: float,
     confinement: Confinement,
 ) -> dict[str, str]:
     """Outcomes of the step's own tests run against the pre-step code (a tree of the pre-step
     files with the step's test files from ``workspace``, the judge's tree, laid over it); a test
     file that does not even load counts as failing."""
-    files: dict[str, str | Path] = {**(baseline.get("tree") or {})}
-    files.update({rel: workspace / rel for rel in written})
+    files = _pre_step_with(baseline, workspace, diff, tests=True)
     command = "pytest " + " ".join(shlex.quote(rel) for rel in own)
     run = await _run_in_tree(files, command, workspace, baseline, timeout_s, confinement)
     return dict(run.outcomes or {})
@@ -834,22 +958,18 @@ async def _run_pre_step_tests(
     edited: list[str],
     workspace: Path,
     baseline: Mapping[str, Any],
+    diff: Mapping[str, str],
     timeout_s: float,
     confinement: Confinement,
 ) -> list[str]:
     """Tests (node ids) of the pre-step copies of the ``edited`` test files that do not pass on the
-    post-step code (the judge's tree, ``workspace``, with those files put back as they were)."""
+    post-step code (the judge's tree, ``workspace``, with every test file of the step put back as
+    it was or left out)."""
     tree: dict[str, str] = dict(baseline.get("tree") or {})
-    before = {rel: tree[rel] for rel in edited if rel in tree}
-    tests = [rel for rel in before if rel.endswith(".py") and _is_test_module(rel)]
+    tests = [rel for rel in edited if rel in tree and rel.endswith(".py") and _is_test_module(rel)]
     if not tests:
         return []
-    files: dict[str, str | Path] = {
-        rel: path
-        for path in workspace_files(workspace)
-        if (rel := path.relative_to(workspace).as_posix()) not in before
-    }
-    files.update(before)
+    files = _pre_step_with(baseline, workspace, diff, tests=False)
     command = "pytest " + " ".join(shlex.quote(rel) for rel in tests)
     run = await _run_in_tree(files, command, workspace, baseline, timeout_s, confinement)
     broken = sorted(

@@ -2,7 +2,8 @@
 
 The operator names tests three ways: ``fail_to_pass`` and ``pass_to_pass`` in a step (node ids or
 files, as SWE-bench names them), and the tests the step's test command runs as they stand before
-the step (the snapshot's). :func:`named_tests_command` makes sure the command runs the named ones;
+the step (the snapshot's). :func:`named_tests_command` makes sure the command runs the named ones
+(:func:`pre_step_command` only those the pre-step tree holds);
 :func:`named_problems` says which of them were not collected (missing, deselected) or did not pass
 (failed, errored, skipped, xfailed); :func:`lost_tests` which tests of the pre-step collection the
 judge's run did not collect.
@@ -10,10 +11,13 @@ judge's run did not collect.
 
 from __future__ import annotations
 
+import posixpath
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
+from typing import Any
 
-from veriloop.engines.plan.judge.testrun import is_pytest_command
+from veriloop.engines.plan.judge.testrun import pytest_arguments
 from veriloop.schemas.manifest import ManifestStep
 
 MAX_LISTED = 5
@@ -29,19 +33,71 @@ def named_tests_command(step: ManifestStep, command: str | None) -> str | None:
     """``command`` made to run the step's named tests too: a pytest command that names paths gets
     the named tests it does not already cover; none at all becomes ``pytest <named tests>``. A
     bare ``pytest`` (the configuration's test paths) and other commands are left as they are."""
-    named = named_tests(step)
+    return _with_named(named_tests(step), command)
+
+
+def pre_step_command(step: ManifestStep, command: str | None, files: Iterable[str]) -> str | None:
+    """:func:`named_tests_command` for the operator's tests alone: the paths of a pytest
+    ``command`` and the named tests that ``files`` (the pre-step tree) does not hold (the step
+    added them) are left out; None when nothing is left to run."""
+    files = frozenset(files)
+    named = [test for test in named_tests(step) if in_files(test, files)]
+    parts = pytest_arguments(command) if command is not None else None
+    if parts is not None:
+        head, args = parts
+        paths = set(command_paths(args))
+        gone = {path for path in paths if not in_files(path, files)}
+        if gone == paths and paths:
+            command = None
+        elif gone:
+            command = f"{head} {shlex.join(arg for arg in args if arg not in gone)}"
+    return _with_named(named, command)
+
+
+def _with_named(named: Sequence[str], command: str | None) -> str | None:
     if not named:
         return command
     if command is None:
         return "pytest " + shlex.join(named)
-    if not is_pytest_command(command):
+    parts = pytest_arguments(command)
+    if parts is None:
         return command
-    paths = [token for token in shlex.split(command)[1:] if not token.startswith("-")]
-    paths = [path for path in paths if path not in {"-m", "pytest"} and "=" not in path]
+    paths = command_paths(parts[1])
     if not paths:
         return command
     extra = [test for test in named if not any(_covers(path, test) for path in paths)]
     return f"{command} {shlex.join(extra)}" if extra else command
+
+
+def command_paths(args: Sequence[str]) -> list[str]:
+    """The paths (files, folders, test ids) among a pytest command's arguments, as pytest's own
+    parser reads them: an option's value (``-k expr``, ``-p plugin``, ``--rootdir DIR``) is not a
+    path. An option pytest does not know (a conftest's) counts as a flag; arguments pytest
+    rejects have no paths (the run fails on them anyway)."""
+    from pytest import UsageError  # pytest runs the tests; veriloop imports it only here
+
+    try:
+        return list(_pytest_parser().parse_known_args(list(args)).file_or_dir or [])
+    except UsageError:
+        return []
+
+
+@cache
+def _pytest_parser() -> Any:
+    """pytest's command-line parser with its built-in plugins' options, built once without running
+    pytest (no configuration, conftest or plugin from the environment is read)."""
+    from _pytest.config import get_config
+
+    return get_config()._parser
+
+
+def in_files(name: str, files: Iterable[str]) -> bool:
+    """``name`` (a file, folder or test id, relative) names one of ``files`` or a folder of
+    them."""
+    path = posixpath.normpath(name.split("::", 1)[0])
+    if path == ".":
+        return any(True for _ in files)
+    return any(rel == path or rel.startswith(f"{path}/") for rel in files)
 
 
 def named_problems(
@@ -89,4 +145,12 @@ def _covers(name: str, nodeid: str) -> bool:
     return nodeid == name or nodeid.startswith((f"{name}::", f"{name}[", f"{name}/"))
 
 
-__all__ = ["lost_tests", "named_problems", "named_tests", "named_tests_command"]
+__all__ = [
+    "command_paths",
+    "in_files",
+    "lost_tests",
+    "named_problems",
+    "named_tests",
+    "named_tests_command",
+    "pre_step_command",
+]

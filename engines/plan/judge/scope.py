@@ -8,8 +8,9 @@ configuration or start-up hooks (``setup.py``, ``noxfile.py``, ``sitecustomize.p
 (data, which checks and tests read) changed or deleted, no new file an import could load as code
 (``.so``, archives) or packaging metadata, nothing in a hidden file or folder (a path segment
 starting with ``.``). ``writes_tests: true`` adds test
-files (``conftest.py`` and fixtures under ``tests/`` included). A trick nobody listed fails by
-construction: a path is in scope only when a rule admits it.
+modules and test data (fixtures under ``tests/`` included), never a ``conftest.py``: a conftest is a
+pytest plugin that can change the outcome of any test, so it needs a ``writes:`` glob of its own. A
+trick nobody listed fails by construction: a path is in scope only when a rule admits it.
 
 Bytecode and caches (``__pycache__``, ``*.pyc``, ``.pytest_cache`` and other tool caches, the
 runner's own ``.veriloop`` folder) are the one exception: a step's honest runs write them, so they
@@ -93,7 +94,7 @@ def in_scope(rel: str, state: str, writes: Sequence[str] | None, *, writes_tests
     if _hidden(rel) or is_test_path(rel) or _runner_config_file(rel):
         return False
     if rel.endswith(".py"):
-        return PurePosixPath(rel).name not in RUNNER_FILES
+        return True
     # A new file is no data any check or test read before the step; only inert kinds: code an
     # import could load (extension modules, archives on a path) and packaging metadata stay out.
     return state == "added" and not _loadable_or_packaging(rel)
@@ -120,11 +121,9 @@ def literal_prefix(pattern: str) -> str:
 
 def _runner_config_file(rel: str) -> bool:
     """Runner configuration, even under ``tests/``: a test writer writes tests, not the runner's
-    settings (ini, cfg, toml, pth files, start-up hooks)."""
+    settings or plugins (ini, cfg, toml, pth files, start-up hooks, ``conftest.py``)."""
     name = PurePosixPath(rel).name
-    return name in RUNNER_FILES - {"conftest.py"} or name.endswith(
-        (".ini", ".cfg", ".toml", ".pth")
-    )
+    return name in RUNNER_FILES or name.endswith((".ini", ".cfg", ".toml", ".pth"))
 
 
 def outside_scope(

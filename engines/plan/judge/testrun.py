@@ -171,6 +171,16 @@ def is_pytest_command(command: str) -> bool:
     return _pytest_parts(command) is not None
 
 
+def pytest_arguments(command: str) -> tuple[str, list[str]] | None:
+    """A pytest command as its head (environment assignments and program) and its arguments;
+    None for any other command."""
+    parts = _pytest_parts(command)
+    if parts is None:
+        return None
+    prefix, prog, rest = parts
+    return f"{prefix}{prog}", shlex.split(rest)
+
+
 def uses_make(command: str | None) -> bool:
     """The command runs make (so its Makefile is part of the test definition)."""
     try:
@@ -572,6 +582,7 @@ __all__ = [
     "discover_test_command",
     "format_failures",
     "is_pytest_command",
+    "pytest_arguments",
     "run_tests",
     "uses_make",
     "workspace_files",
