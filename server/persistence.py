@@ -218,10 +218,14 @@ class FencedSqliteSaver(Fenced, AsyncSqliteSaver):
     WRITES_TABLE = "writes"
 
     async def _rows(self, sql: str, *params: str) -> list[str]:
-        async with self.lock, self.conn.execute(sql.format("?"), params) as cur:
-            rows = [row[0] for row in await cur.fetchall()] if cur.description else []
-        await self.conn.commit()
-        return rows
+        # One trip to aiosqlite's thread (execute, fetch and close together), and a commit only
+        # when the statement opened a transaction (a DELETE; a SELECT opens none): each trip
+        # costs ~25 us of CPU in thread wake-ups, and ``ahead`` runs every step.
+        async with self.lock:
+            rows = await self.conn.execute_fetchall(sql.format("?"), params)
+            if self.conn.in_transaction:
+                await self.conn.commit()
+        return [row[0] for row in rows]
 
 
 class FencedPostgresSaver(Fenced, AsyncPostgresSaver):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from benchmarks.service_concurrency import StepTime, step_waits
+from benchmarks.service_concurrency import Round, StepTime, step_waits
 from veriloop.llm.scripted import ScriptedRequest, Span
 
 
@@ -47,3 +47,12 @@ def test_side_by_side_calls_count_once_and_the_rest_is_queueing():
 def test_one_step_tasks_have_no_later_steps():
     waits = step_waits([StepTime(0, 0, 0.0, 1.0)], [span(0, 0.1, 0.9)], first=False)
     assert math.isnan(waits.latency_s)
+
+
+def test_cpu_a_step_counts_every_step_of_every_task_and_splits_off_the_page_processes():
+    nothing = step_waits([], [], first=False)
+    result = Round(
+        "sqlite x1", 100, 12.0, 1500, 100, 1.0, 11, 9.0, 3.0, 5, 1.0, (), nothing, nothing, 1
+    )
+    assert result.cpu_ms_per_step == 9.0 * 1000 / 500
+    assert result.serving_cpu_ms_per_step == 6.0 * 1000 / 500
