@@ -44,27 +44,10 @@ async def page_state(state: State, ctx: Context) -> dict[str, Any]:
     return stored
 
 
-_PLANS: dict[int, tuple[dict, Plan]] = {}
-"""The plans validated lately, by the identity of the state's plan dict (kept, so its id is not
-reused): a run hands every node the same dict, and four or five nodes a step read it. Engines
-never change a plan in place (they ``model_copy`` it) and nodes write a new dict, so a dict seen
-again is the plan validated before."""
-_PLANS_KEPT = 1024
-
-
 def plan_of(state: State) -> Plan | None:
     """The current plan, if any."""
     plan = state.get("plan")
-    if not plan:
-        return None
-    seen = _PLANS.get(id(plan))
-    if seen is not None and seen[0] is plan:
-        return seen[1]
-    if len(_PLANS) >= _PLANS_KEPT:
-        _PLANS.clear()
-    validated = Plan.model_validate(plan)
-    _PLANS[id(plan)] = (plan, validated)
-    return validated
+    return Plan.model_validate(plan) if plan else None
 
 
 async def step_context(state: State, ctx: Context, **changes: Any) -> StepContext:
