@@ -83,6 +83,9 @@ def local_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalModel
                 str(port),
                 "--n_ctx",
                 "8192",
+                # Both cores for generation too (its default is one thread).
+                "--n_threads",
+                "2",
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -114,20 +117,28 @@ def local_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalModel
 
 
 @pytest.fixture
-def proxy(local_model: LocalModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingProxy]:
+def model_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """How long the small model may take, in the environment (a benchmark run as a subprocess
+    inherits it)."""
+    # A 135M model on a shared CPU answers in seconds to minutes; a retry would only queue
+    # behind the request the server is still working on.
+    monkeypatch.setenv("VERILOOP_LLM_TIMEOUT_S", "600")
+    monkeypatch.setenv("VERILOOP_LLM_MAX_RETRIES", "0")
+    # A rambling answer stops here instead of at the end of the 8,192-token context (minutes
+    # on a loaded CPU); it is then a truncated answer, which the agent counts as unusable.
+    monkeypatch.setenv("VERILOOP_MAX_TOKENS", "1024")
+    monkeypatch.setenv("VERILOOP_DOM_CONTEXT_CHARS", "3000")  # shorter prompts, same code path
+
+
+@pytest.fixture
+def proxy(
+    local_model: LocalModel, monkeypatch: pytest.MonkeyPatch, model_bounds: None
+) -> Iterator[RecordingProxy]:
     """A recording proxy in front of the local model; the environment points veriloop at it."""
     with RecordingProxy(local_model.base_url) as recording:
         monkeypatch.setenv("OPENAI_BASE_URL", recording.base_url)
         monkeypatch.setenv("VERILOOP_MODEL", local_model.model)
         monkeypatch.setenv("VERILOOP_PRICES", f'{{"{MODEL}": [{PRICE[0]}, {PRICE[1]}]}}')
-        # A 135M model on a shared CPU answers in seconds to minutes; a retry would only queue
-        # behind the request the server is still working on.
-        monkeypatch.setenv("VERILOOP_LLM_TIMEOUT_S", "600")
-        monkeypatch.setenv("VERILOOP_LLM_MAX_RETRIES", "0")
-        # A rambling answer stops here instead of at the end of the 8,192-token context (minutes
-        # on a loaded CPU); it is then a truncated answer, which the agent counts as unusable.
-        monkeypatch.setenv("VERILOOP_MAX_TOKENS", "1024")
-        monkeypatch.setenv("VERILOOP_DOM_CONTEXT_CHARS", "3000")  # shorter prompts, same code path
         clear_llm_cache()  # fresh clients and dialects: each test sees the detection happen
         yield recording
         clear_llm_cache()

@@ -102,8 +102,11 @@ def test_a_plan_run_through_the_local_model(tmp_path, proxy, monkeypatch) -> Non
     assert report.usage["execution"]["cost_usd"] > 0
 
 
-def test_the_local_model_benchmark_prints_its_result_line(tmp_path, local_model) -> None:
-    """``benchmarks.local_model_eval`` in its smallest run, against the same local server."""
+def test_the_local_model_benchmark_prints_its_result_line(
+    tmp_path, local_model, model_bounds
+) -> None:
+    """``benchmarks.local_model_eval`` in its smallest run, against the same local server, with the
+    same bounds on the model as the other tests."""
     done = subprocess.run(
         [
             sys.executable,
