@@ -126,7 +126,7 @@ def model_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VERILOOP_LLM_MAX_RETRIES", "0")
     # A rambling answer stops here instead of at the end of the 8,192-token context (minutes
     # on a loaded CPU); it is then a truncated answer, which the agent counts as unusable.
-    monkeypatch.setenv("VERILOOP_MAX_TOKENS", "1024")
+    monkeypatch.setenv("VERILOOP_MAX_TOKENS", "320")
     monkeypatch.setenv("VERILOOP_DOM_CONTEXT_CHARS", "3000")  # shorter prompts, same code path
 
 
