@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from veriloop.engines.dom_context import CompactPage, compact_tree
-from veriloop.engines.page_hash import whitespace_free_digest
+from veriloop.engines.page_hash import utf8_and_digest, whitespace_free_digest
 from veriloop.engines.skeleton import (
     carry_background,
     describe_element,
@@ -49,12 +49,21 @@ def _hash(data: bytes) -> str:
     return whitespace_free_digest(data)
 
 
+def _utf8_and_hash(html: str | bytes | None) -> tuple[bytes, str]:
+    """The page's UTF-8 bytes (:func:`~veriloop.engines.skeleton.to_utf8`) and their DOM hash; a page
+    given as text is encoded and hashed in one pass."""
+    if isinstance(html, str):
+        return utf8_and_digest(html)
+    data = to_utf8(html)
+    return data, _hash(data)
+
+
 def compute_dom_hash(html: str | bytes | None) -> str:
     """XXH3-128 of the page with all whitespace removed: whitespace-only edits keep the hash.
 
     Text and the same page's bytes in its declared charset hash alike.
     """
-    return _hash(to_utf8(html))
+    return _utf8_and_hash(html)[1]
 
 
 def capture_page_state(
@@ -90,7 +99,7 @@ def _capture(
     compact: bool,
 ) -> tuple[BeforeState, CompactPage | None]:
     """:func:`capture_page_state`, and with ``compact`` the page's compact form from the same parse."""
-    data = to_utf8(dom)
+    data, dom_hash = _utf8_and_hash(dom)
     page = None
     try:
         root = parse_utf8(data)
@@ -107,7 +116,7 @@ def _capture(
         if compact and dom is not None:
             page = compact_tree(root, len(dom))
     state = BeforeState(
-        url=url, dom_hash=_hash(data), active_element=active_element, semantic_skeleton=skeleton
+        url=url, dom_hash=dom_hash, active_element=active_element, semantic_skeleton=skeleton
     )
     return state, page
 

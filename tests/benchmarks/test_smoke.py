@@ -23,6 +23,7 @@ RESULT_LINE = re.compile(r"^RESULT( [A-Za-z0-9_]+=\S+)+$")
 # (module, arguments); "{corpus}" is a folder of QUICK_PAGES corpus pages, "{tmp}" a scratch folder.
 BENCHMARKS = [
     ("verification_overhead", ["{corpus}", "--repeat", "1", "--out", "{tmp}/out.json"]),
+    ("verification_instructions", ["{corpus}", "--every", "1"]),  # runs valgrind
     ("verification_prompt_size", ["{corpus}", "--out", "{tmp}/out.json"]),
     ("observation_mutations", ["{corpus}", "--per-class", "1"]),
     ("page_handover", ["--calls", "2"]),
