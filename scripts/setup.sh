@@ -69,6 +69,9 @@ fi
 if [ "$mode" = dev ] && ! command -v dot >/dev/null; then
   missing+=(graphviz)  # the notebooks draw the graph with graphviz's dot, offline
 fi
+if [ "$mode" = dev ] && ! command -v valgrind >/dev/null; then
+  missing+=(valgrind)  # benchmarks.verification_instructions counts instructions with callgrind
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   apt_install "${missing[@]}"
 fi
