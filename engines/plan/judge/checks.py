@@ -1256,16 +1256,9 @@ def _is_test_module(rel: str) -> bool:
 
 
 def _is_test_file(rel: str) -> bool:
-    """Test files and test configuration, by path (``tests/**``, ``test_*.py``, ``*_test.py``,
-    ``conftest.py``, ``pytest.ini``)."""
-    path = Path(rel)
-    name = path.name
-    return (
-        path.parts[0] == "tests"
-        or name in GUARD_FILES
-        or (name.startswith("test_") and name.endswith(".py"))
-        or name.endswith("_test.py")
-    )
+    """Test files (the write scope's, :func:`~veriloop.engines.plan.judge.scope.is_test_path`)
+    and pytest's own configuration files (``pytest.ini``)."""
+    return is_test_path(rel) or Path(rel).name in GUARD_FILES
 
 
 def _changed_files(workspace: Path, before: Mapping[str, str]) -> list[str]:
