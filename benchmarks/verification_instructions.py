@@ -4,7 +4,7 @@
 On a shared, loaded machine wall-clock ratios move by a third from run to run; instruction
 counts repeat. For every ``--every``-th corpus pair (``--every 8``: 15 pages), with the
 ``before_state`` prepared outside the count, a child Python under ``valgrind --tool=callgrind``
-runs the step (``observe_page``, as the wall benchmark calls it) and ``lxml.html.fromstring`` of
+(instrumented only once its imports are done: they would cost most of the run) runs the step (``observe_page``, as the wall benchmark calls it) and ``lxml.html.fromstring`` of
 the page after, each once untimed and then once counted, as the wall benchmark's median run
 follows runs of its own kind. Each counted call sits between two calls of ``os.getpgrp``, at
 which callgrind dumps its counters (``--dump-before=getpgrp``). Ratios per page, then the median
@@ -42,6 +42,8 @@ def _count(pages_file: str) -> None:
 
     pages = pickle.loads(Path(pages_file).read_bytes())
     marker = os.getpgrp
+    print("ready", flush=True)
+    sys.stdin.readline()  # the parent has turned instrumentation on
     for _, stored, after in pages:
         gc.collect()
         observe_page(stored, after, PAGE_URL, None, None, ACTION)
@@ -78,10 +80,11 @@ def main(
         out_dir = Path(folder)
         pages_file = out_dir / "pages.pickle"
         pages_file.write_bytes(pickle.dumps(pages))
-        subprocess.run(
+        child = subprocess.Popen(
             [
                 "valgrind",
                 "--tool=callgrind",
+                "--instr-atstart=no",
                 "--dump-before=getpgrp",
                 f"--callgrind-out-file={out_dir / 'cg.out'}",
                 sys.executable,
@@ -90,10 +93,27 @@ def main(
                 "--count",
                 str(pages_file),
             ],
-            check=True,
-            stdout=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
+            text=True,
         )
+        with child:
+            if child.stdout.readline().strip() != "ready":
+                child.kill()
+                raise SystemExit(
+                    f"the counting child failed before its first page ({child.wait()})"
+                )
+            # valgrind runs in the child's own process, so its pid is the one to instrument.
+            subprocess.run(
+                ["callgrind_control", "--instr=on", str(child.pid)],
+                check=True,
+                capture_output=True,
+            )
+            child.stdin.write("go\n")
+            child.stdin.close()
+        if child.returncode != 0:
+            raise SystemExit(f"the counting child exited {child.returncode}")
         totals = _totals(out_dir)
     if len(totals) != _SEGMENTS * len(pages):  # what runs after the last marker is not a dump
         raise SystemExit(f"{len(totals)} dumps for {len(pages)} pages: another getpgrp call?")
