@@ -17,10 +17,10 @@ if [ ! -x .venv/bin/python ]; then
   echo "== creating .venv"
   "$PY" -m venv .venv
 fi
-# Installed, and the compiled page walk built from the current source (pip builds it on install).
+# Installed, and every compiled module built from the current source (pip builds them on install).
 installed() {
   [ -f ".venv/.veriloop-$1" ] && [ ! pyproject.toml -nt ".venv/.veriloop-$1" ] \
-    && [ ! engines/skeleton_walk.pyx -nt ".venv/.veriloop-$1" ] \
+    && [ -z "$(find engines schemas \( -name '*.pyx' -o -name '*.pxi' \) -newer ".venv/.veriloop-$1")" ] \
     && compgen -G "engines/skeleton_walk*.so" >/dev/null
 }
 if ! installed "$mode" && ! installed dev; then  # a dev install includes the runtime
