@@ -138,6 +138,7 @@ MAX_FINGERPRINTS = 5000
 MAX_SCANNED = 500
 """Most changed Python files the tamper scan reads."""
 MAX_LISTED_FINDINGS = 10
+"""Tamper findings spelled out in a diagnosis (details list them all)."""
 MAX_LISTED_PATHS = 20
 """Paths outside the step's scope spelled out in a diagnosis (details list them all)."""
 WROTE_OUTSIDE_SCOPE = "wrote_outside_scope"
@@ -146,18 +147,18 @@ OPERATOR_RUN = "the operator's tests, run without the step's test files"
 """How a problem of the run that judges the operator's tests apart from the step's is named."""
 MAX_COLLECTIONS = 256
 """Pre-step collections remembered (a retry judges against the same snapshot)."""
-"""Tamper findings spelled out in a diagnosis (details list them all)."""
 BASELINE_VERSION = 2
+"""The format of :func:`take_baseline`'s dict (a baseline without one predates the snapshot)."""
 FAIL_MARKER = "[FAIL]"
 """Notes that start with it, in any letter case and after whitespace, report a failure."""
 GUARD_FILES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini"})
+"""Test configuration that may not even be added by a step that does not write tests."""
 PYTEST_CONFIG_SECTIONS = {
     "pyproject.toml": "[tool.pytest]",
     "setup.cfg": "[tool:pytest]",
     "tox.ini": "[pytest]",
 }
 """Files whose pytest section (only that section) is fingerprinted: addopts can deselect tests."""
-"""Test configuration that may not even be added by a step that does not write tests."""
 
 NO_TESTS_FOUND = (
     "no tests found: requires_testing is set, but the step has no test_command and none of "
