@@ -43,8 +43,19 @@ def main() -> None:
         default=DEFAULT_EPISODE_MAX_TIME_MS // 1000,
         help="MiniWoB's own time limit per episode: a slow CPU model needs more than the default",
     )
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=int(os.environ.get("VERILOOP_MAX_TOKENS", 320)),
+        help="cap on each answer (VERILOOP_MAX_TOKENS; 0: none): a structured answer takes under "
+        "200, and a small model rambling to the end of its context takes minutes a call",
+    )
     parser.add_argument("--out", type=Path, default=Path("local-model-eval"))
     args = parser.parse_args()
+    if args.max_tokens > 0:
+        os.environ["VERILOOP_MAX_TOKENS"] = str(args.max_tokens)
+    else:
+        os.environ.pop("VERILOOP_MAX_TOKENS", None)
 
     # A slow local model may not finish every episode: SIGTERM reports the episodes recorded so far.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
