@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
+from benchmarks.verification_pairs import DEFAULT_CORPUS
 from veriloop.engines.prediction import (
     DROPDOWN_OUTCOME,
     NAVIGATION_OUTCOME,
@@ -25,8 +23,6 @@ from veriloop.engines.prediction import (
 )
 from veriloop.engines.skeleton import parse_html
 from veriloop.schemas import ActionParseError, ClientVerification, parse_action
-
-REPO = Path(__file__).resolve().parents[2]
 
 DOM = """<body>
   <a data-veriloop-id="1" href="/orders">Orders</a>
@@ -381,9 +377,8 @@ def test_the_start_tag_reading_agrees_with_a_parse_on_corpus_compact_pages():
     from veriloop.engines.dom_context import compact_page
     from veriloop.engines.prediction import _start_tag
 
-    corpus = Path(os.environ.get("VERILOOP_CORPUS_HTML") or REPO.parent / "shared/corpus/html")
-    pages = sorted(corpus.glob("*.html"))[::12]
-    assert pages, f"the corpus is missing: no *.html pages in {corpus}"
+    pages = sorted(DEFAULT_CORPUS.glob("*.html"))[::12]
+    assert pages, f"the corpus is missing: no *.html pages in {DEFAULT_CORPUS}"
     compared = read = 0
     for path in pages:
         page = compact_page(_numbered(path.read_text(errors="replace")))

@@ -31,8 +31,7 @@ _UTF8 = lxml.html.HTMLParser(encoding="utf-8")
 
 def corpus_root(name: str) -> lxml.html.HtmlElement:
     path = CORPUS / name
-    if not path.is_file():
-        pytest.skip(f"the shared page corpus is not at {CORPUS}")
+    assert path.is_file(), f"the shared page corpus is missing: no {name} in {CORPUS}"
     return lxml.html.document_fromstring(to_utf8(path.read_bytes()), parser=_UTF8)
 
 
