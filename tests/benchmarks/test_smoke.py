@@ -24,6 +24,7 @@ RESULT_LINE = re.compile(r"^RESULT( [A-Za-z0-9_]+=\S+)+$")
 BENCHMARKS = [
     ("verification_overhead", ["{corpus}", "--repeat", "1", "--out", "{tmp}/out.json"]),
     ("verification_instructions", ["{corpus}", "--every", "1"]),  # runs valgrind
+    ("verification_stages", ["{corpus}", "--every", "1", "--rounds", "1"]),
     ("verification_prompt_size", ["{corpus}", "--out", "{tmp}/out.json"]),
     ("observation_mutations", ["{corpus}", "--per-class", "1"]),
     ("page_handover", ["--calls", "2"]),
