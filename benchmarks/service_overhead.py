@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -174,7 +174,11 @@ class ServiceProcess:
         *,
         checkout: Path | None = None,
         env: dict[str, str] | None = None,
+        prefix: Sequence[str] = (),
+        start_timeout_s: float = START_TIMEOUT_S,
     ) -> None:
+        """``prefix``: a command the service runs under (say valgrind), ``start_timeout_s`` the
+        time it may take to answer its health check."""
         self.port = free_port()
         env = {
             **os.environ,
@@ -187,14 +191,14 @@ class ServiceProcess:
         code = f"from veriloop.server.main import serve; serve('127.0.0.1', {self.port}, {workers}, {database_url!r})"
         python = sys.executable if checkout is None else str(checkout / ".venv" / "bin" / "python")
         self.process = subprocess.Popen(
-            [python, "-c", code],
+            [*prefix, python, "-c", code],
             cwd=checkout,
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + start_timeout_s
         while True:
             if self.process.poll() is not None:
                 raise SystemExit(f"the service on {database_url} exited at start-up")

@@ -12,6 +12,7 @@ from veriloop.graph.routers import (
     route_after_correction,
     route_after_observation,
     route_after_replanning,
+    route_after_use_lookahead,
     route_after_verification,
     route_entry,
 )
@@ -55,7 +56,7 @@ def build_graph() -> StateGraph:
         ["correction", "verification", "lookahead", "audit_ahead"],
     )
     builder.add_conditional_edges("verification", Router(route_after_verification))
-    builder.add_conditional_edges("use_lookahead", Router(route_after_action_generation))
+    builder.add_conditional_edges("use_lookahead", Router(route_after_use_lookahead))
     builder.add_edge("goal_achieved", "completion_audit")
     builder.add_conditional_edges("completion_audit", Router(route_after_completion_audit))
     builder.add_edge("planning", "step_refinement")

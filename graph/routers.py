@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from langgraph.graph import END
 from langgraph.runtime import Runtime
 
 from veriloop.context import Context
@@ -58,10 +59,14 @@ def route_after_verification(
 
 
 def route_after_action_generation(state: State) -> Literal["finalize", "correction"]:
-    """An action that was rejected twice (bad element id, finish()/fail(), garbage) goes to correction.
-
-    Also routes use_lookahead, whose prepared action went through the same checks."""
+    """An action that was rejected twice (bad element id, finish()/fail(), garbage) goes to correction."""
     return "correction" if state.get("needs_correction") else "finalize"
+
+
+def route_after_use_lookahead(state: State) -> Literal["correction", "__end__"]:
+    """A prepared action that failed action_generation's checks goes to correction; a valid one
+    was finalized by use_lookahead itself."""
+    return "correction" if state.get("needs_correction") else END
 
 
 def route_after_correction(

@@ -17,8 +17,8 @@ and receives the HTTP responses (or has the transport's exception thrown into
 it), so the dialect fallback, parsing and error mapping
 are written once; :meth:`OpenAIStructuredLLM._run` (``OpenAI``) and
 :meth:`OpenAIStructuredLLM._arun` (``AsyncOpenAI``) are the two thin transports.
-They send each request with the client's own ``post`` (its auth, retries, timeouts
-and errors), not ``chat.completions.create``: ``create`` first walks the arguments
+They send each request with the client's own ``request`` (its auth, retries, timeouts
+and errors; what ``post`` calls), not ``chat.completions.create``: ``create`` first walks the arguments
 against the SDK's typed-params declarations, which have nothing to rename in our
 plain message dicts and cost about 1.3 ms of CPU a call (4 ms a step of the service's
 ~60 ms, docs/service.md).
@@ -45,6 +45,7 @@ import httpx2
 import openai
 import orjson
 from openai import AsyncOpenAI, OpenAI
+from openai._models import FinalRequestOptions
 from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
@@ -114,10 +115,15 @@ class OpenAIStructuredLLM:
             api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=max_retries
         )
         self._endpoint = str(self.client.base_url)
-        """The endpoint half of the (endpoint, model) key dialects are learned under."""
+        """The endpoint half of the (endpoint, model) key dialects are learned under (with the
+        SDK's trailing slash); the async clients are made for it too."""
+        self._chat = FinalRequestOptions.construct(
+            method="post", url=self._endpoint + CHAT_COMPLETIONS.lstrip("/")
+        )
+        """A chat completion request's options but its body and headers (see :func:`_chat_request`)."""
         self._async_settings = {
             "api_key": api_key,
-            "base_url": base_url,
+            "base_url": self._endpoint,
             "timeout": timeout_s,
             "max_retries": max_retries,
         }
@@ -261,7 +267,9 @@ class OpenAIStructuredLLM:
             request = next(exchange)
             while True:
                 try:
-                    response = self.client.post(CHAT_COMPLETIONS, **_post_arguments(request))
+                    response = self.client.request(
+                        httpx2.Response, _chat_request(self._chat, request)
+                    )
                 except Exception as exc:
                     request = exchange.throw(exc)
                 else:
@@ -277,7 +285,9 @@ class OpenAIStructuredLLM:
             request = next(exchange)
             while True:
                 try:
-                    response = await client.post(CHAT_COMPLETIONS, **_post_arguments(request))
+                    response = await client.request(
+                        httpx2.Response, _chat_request(self._chat, request)
+                    )
                 except Exception as exc:
                     request = exchange.throw(exc)
                 else:
@@ -327,21 +337,20 @@ def provider_errors(purpose: str, model: str) -> Iterator[None]:
         ) from exc
 
 
-def _post_arguments(request: Request) -> dict[str, Any]:
-    """``post`` arguments for one chat completion: the request as the JSON content, its headers as
-    headers.
+def _chat_request(chat: FinalRequestOptions, request: Request) -> FinalRequestOptions:
+    """The SDK's options for one chat completion: ``chat`` (method and absolute URL) with the request
+    as the JSON content and its headers as headers, for the client's ``request`` (what ``post``
+    builds and calls, with the same auth, retries, timeouts and errors).
 
     The body is written by orjson and sent as ``content`` (the SDK's JSON content type still
     applies): the SDK's own writer, ``json.dumps`` with a custom encoder, took a tenth of a call's
-    CPU on a page-sized prompt, orjson about a tenth of that.
+    CPU on a page-sized prompt, orjson about a tenth of that. The options are a copy of ``chat``,
+    not ``post``'s ``FinalRequestOptions.construct``, which resolves every default again on each
+    call; the URL is absolute, so the SDK does not parse the path and join it to the base URL.
     """
     body = dict(request)
     headers = body.pop("extra_headers", {})
-    return {
-        "cast_to": httpx2.Response,
-        "content": orjson.dumps(body),
-        "options": {"headers": headers},
-    }
+    return chat.model_copy(update={"content": orjson.dumps(body), "headers": headers})
 
 
 @contextmanager

@@ -36,6 +36,10 @@ BENCHMARKS = [
     ("plan_false_completions", ["--only", "control_good_code", "--out", "{tmp}/out.json"]),
     ("service_overhead", ["--steps-per-task", "2", "--tasks-1c", "1", "--clients", "2"]),
     ("service_concurrency", ["--quick", "--workers", "2"]),  # one mode: the multi-process one
+    (
+        "service_instructions",
+        ["--tasks", "2", "--steps", "2", "--repeat", "1", "--databases", "sqlite"],
+    ),  # valgrind
     ("critic_scaling", ["--sizes", "20,40", "--repeats", "1"]),
     ("sandbox_overhead", ["--repeats", "1", "--tests", "3"]),
 ]

@@ -25,7 +25,7 @@ CONDITIONAL = {
     ("verification", "correction"),
     ("action_generation", "finalize"),
     ("action_generation", "correction"),
-    ("use_lookahead", "finalize"),
+    ("use_lookahead", "__end__"),  # a valid prepared action is finalized in use_lookahead
     ("use_lookahead", "correction"),
     ("correction", "finalize"),
     ("correction", "replanning"),

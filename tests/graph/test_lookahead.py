@@ -40,6 +40,24 @@ def test_a_success_takes_two_model_waits_with_lookahead_three_without(
     assert task.plan["steps"][0]["status"] == "completed"
 
 
+def test_use_lookahead_finalizes_the_prepared_action_in_its_own_superstep(jas, observe, verdict):
+    agent = _agent()
+    first = agent.step(observe("patients", query=GOAL))
+    jas.script("verification", verdict(True, False, 0.9))
+    second = agent.step(observe("patient_form", task_id=first.task_id))
+    config = {"configurable": {"thread_id": first.task_id}}
+    # Newest first: the run's last superstep was use_lookahead, which ended it (no finalize after).
+    after, before = [s.next for s in agent.graph.get_state_history(config)][:2]
+    assert (after, before) == ((), ("use_lookahead",))
+    # ... and recorded the action as finalize does: on the page it was chosen on, run scratch cleared.
+    values = agent.graph.get_state(config).values
+    record = values["action_history"][-1]
+    assert record["action"] == second.action == 'setValue(5, "Jas")'
+    assert record["before_state"]["url"] == observe("patient_form").url
+    assert values["status"] == "executing" and values["dom"] == ""
+    assert values["lookahead"] is None and values["action_source"] is None
+
+
 def test_a_failed_verdict_discards_the_lookahead_and_the_plan_does_not_advance(
     jas, observe, verdict
 ):

@@ -28,7 +28,7 @@ from veriloop.llm.scripted import (
     ScriptedRequest,
     ToolCalls,
 )
-from veriloop.schemas import SemanticVerdict
+from veriloop.schemas import ActionChoice, SemanticVerdict
 
 MESSAGES = [
     {"role": "system", "content": "You judge browser actions."},
@@ -83,6 +83,32 @@ async def test_astructured_returns_value_and_usage(scripted_model: ScriptedModel
     assert result.usage.calls == 1
     assert result.usage.cost_usd == pytest.approx(cost(result.usage))
     assert result.usage.latency_ms > 0
+
+
+@pytest.mark.anyio
+async def test_calls_side_by_side_each_send_their_own_body_and_purpose(
+    scripted_model: ScriptedModelServer,
+) -> None:
+    # Every request's options are a copy of one per-client template: no call's body or headers
+    # may show up in another's, sync or async, however they interleave.
+    scripted_model.on("verification", lambda request: Delay(0.05, VERDICT))
+    scripted_model.on(
+        "action", lambda request: Delay(0.05, ActionChoice(thought="t", action="click(3)"))
+    )
+    client = llm()
+    asks = [("verification", SemanticVerdict), ("action", ActionChoice)] * 3
+    results = await asyncio.gather(
+        *(client.astructured(purpose, [*MESSAGES, {"role": "user", "content": f"call {n}"}], schema)
+          for n, (purpose, schema) in enumerate(asks))
+    )  # fmt: skip
+    assert [type(r.value) for r in results] == [schema for _, schema in asks]
+    client.structured("verification", MESSAGES, SemanticVerdict)
+    sent = {r.messages[-1]["content"]: r for r in scripted_model.requests}
+    for n, (purpose, schema) in enumerate(asks):
+        request = sent[f"call {n}"]
+        assert request.headers["x-veriloop-purpose"] == request.purpose == purpose
+        assert request.schema_name == schema.__name__
+    assert scripted_model.requests[-1].messages == MESSAGES  # the sync client, same endpoint
 
 
 @pytest.mark.anyio
