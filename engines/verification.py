@@ -35,8 +35,14 @@ from veriloop.engines.log import (
 )
 from veriloop.engines.loop import action_fingerprint
 from veriloop.engines.observation import ObservationList, build_observation_list
-from veriloop.llm.base import AsyncStructuredLLM, LLMOutputError, Structured
-from veriloop.llm.search import SearchProvider, SearchResults, SearchUnavailable
+from veriloop.llm.base import (
+    AsyncStructuredLLM,
+    LLMOutputError,
+    SearchProvider,
+    SearchResults,
+    SearchUnavailable,
+    Structured,
+)
 from veriloop.prompts.grounding import grounded_messages, render_results
 from veriloop.prompts.verification import build_verification_messages
 from veriloop.schemas.actions import Action, ActionParseError, parse_action

@@ -1,4 +1,5 @@
-"""The model boundary's contract: messages plus a pydantic schema in, a validated instance plus usage out."""
+"""The model boundary's contract: messages plus a pydantic schema in, a validated instance plus usage
+out; and a web search's (one query in, results and usage out)."""
 
 from __future__ import annotations
 
@@ -97,4 +98,45 @@ class AsyncStructuredLLM(Protocol):
         self, purpose: Purpose, messages: list[Message], tools: list[dict[str, Any]]
     ) -> ToolTurn:
         """One chat turn offering ``tools`` (OpenAI function-tool dicts); LLMUnavailable on provider trouble."""
+        ...
+
+
+GROUNDING: Purpose = "grounding"
+"""The purpose a lookup's usage is counted under (and, for the openai provider, whose model searches)."""
+
+
+class SearchUnavailable(Exception):
+    """The lookup gave no results: the provider is down, refused the key, or answered garbage."""
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One source: its title, address and the text the provider extracted (may be empty)."""
+
+    title: str
+    url: str
+    content: str = ""
+
+
+@dataclass(frozen=True)
+class SearchResults:
+    """What one lookup found, and what it cost (``usage.by_model`` names the provider's model)."""
+
+    query: str
+    hits: list[SearchHit]
+    answer: str | None = None
+    usage: Usage = field(default_factory=Usage)
+
+    def usage_update(self) -> dict[str, dict]:
+        """The ``usage`` state update for this lookup."""
+        return {GROUNDING: self.usage.model_dump()}
+
+
+class SearchProvider(Protocol):
+    """Anything that can look one query up without blocking the event loop."""
+
+    name: str
+
+    async def asearch(self, query: str) -> SearchResults:
+        """The results for ``query``; SearchUnavailable when there are none to be had."""
         ...

@@ -1,6 +1,7 @@
-"""Web search for grounded verification: one small interface, two providers.
+"""Web search for grounded verification: two providers of one small interface.
 
-A :class:`SearchProvider` turns one query into :class:`SearchResults` (an
+A :class:`~veriloop.llm.base.SearchProvider` (the interface lives with the model boundary's
+contract, so the engines use it without loading these providers' clients) turns one query into :class:`SearchResults` (an
 answer text when the provider writes one, the sources, and the usage of the
 lookup, priced) or raises :class:`SearchUnavailable`; callers degrade to
 judging without it. Results are untrusted text: the caller fences them like
@@ -22,8 +23,7 @@ page text before a model sees them.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 import openai
@@ -33,12 +33,17 @@ from tavily import errors as tavily_errors
 
 from veriloop.context import Context
 from veriloop.llm import get_llm
+from veriloop.llm.base import (
+    GROUNDING,
+    SearchHit,
+    SearchProvider,
+    SearchResults,
+    SearchUnavailable,
+)
 from veriloop.llm.openai_client import PURPOSE_HEADER, OpenAIStructuredLLM
 from veriloop.llm.pricing import usage_for
 from veriloop.schemas.usage import ModelUsage, Purpose, Usage
 
-GROUNDING: Purpose = "grounding"
-"""The purpose a lookup's usage is counted under (and, for the openai provider, whose model searches)."""
 OPENAI_WEB_SEARCH_USD = 0.01
 """OpenAI's list price of one web search call ($10 per 1,000), on top of the tokens."""
 TAVILY_USD_PER_CREDIT = 0.008
@@ -49,43 +54,6 @@ SEARCH_INSTRUCTIONS = (
     "Search the web and answer in a few sentences with the facts that settle this question, "
     "citing your sources: "
 )
-
-
-class SearchUnavailable(Exception):
-    """The lookup gave no results: the provider is down, refused the key, or answered garbage."""
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    """One source: its title, address and the text the provider extracted (may be empty)."""
-
-    title: str
-    url: str
-    content: str = ""
-
-
-@dataclass(frozen=True)
-class SearchResults:
-    """What one lookup found, and what it cost (``usage.by_model`` names the provider's model)."""
-
-    query: str
-    hits: list[SearchHit]
-    answer: str | None = None
-    usage: Usage = field(default_factory=Usage)
-
-    def usage_update(self) -> dict[str, dict]:
-        """The ``usage`` state update for this lookup."""
-        return {GROUNDING: self.usage.model_dump()}
-
-
-class SearchProvider(Protocol):
-    """Anything that can look one query up without blocking the event loop."""
-
-    name: str
-
-    async def asearch(self, query: str) -> SearchResults:
-        """The results for ``query``; SearchUnavailable when there are none to be had."""
-        ...
 
 
 class TavilySearch:

@@ -101,3 +101,20 @@ def _wait_gone(pid: int, timeout_s: float = 10.0) -> None:
             time.sleep(0.02)
     except psutil.NoSuchProcess:
         pass
+
+
+def test_a_page_process_loads_no_model_client():
+    """What every page process imports (the fork server's preload) holds the engines and the
+    model boundary's contract, not the SDKs behind it: openai alone is half a page process's memory."""
+    from veriloop.page_processes import _PRELOAD
+
+    clients = ("openai", "tavily", "langchain_core", "langgraph")
+    code = (
+        "import importlib, sys\n"
+        f"for name in {_PRELOAD!r}: importlib.import_module(name)\n"
+        f"print(','.join(m for m in {clients!r} if m in sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.strip()
+    assert loaded == "", f"a page process imports {loaded}"
